@@ -1,0 +1,5 @@
+import sys
+
+from nl2sql_assets.cli import main
+
+sys.exit(main())

@@ -1,0 +1,122 @@
+"""One root error for the whole core, with structured fields.
+
+The core raises these and never logs-and-continues; the outer layers translate them
+(assets raise ``dg.Failure``, the CLI exits non-zero naming the datasource, retrieval
+sets ``fallback``). Messages never contain credentials: callers pass causes through
+:func:`nl2sql_assets.config.redact_text` first.
+"""
+
+from __future__ import annotations
+
+
+class Nl2SqlError(Exception):
+    """Root of every error the core raises."""
+
+
+class ConfigError(Nl2SqlError):
+    """A settings value or datasources-file entry is wrong.
+
+    Attributes:
+        source: the file (or ``environment``) the value came from.
+        entry: which entry (datasource id or position), when known.
+        field: which field of the entry.
+    """
+
+    def __init__(self, message: str, *, source: str | None = None,
+                 entry: str | None = None, field: str | None = None) -> None:
+        where = ", ".join(
+            part for part in (
+                source and f"{source}",
+                entry and f"entry {entry}",
+                field and f"field '{field}'",
+            ) if part
+        )
+        super().__init__(f"{where}: {message}" if where else message)
+        self.source = source
+        self.entry = entry
+        self.field = field
+
+
+class DatasourceError(Nl2SqlError):
+    """A datasource could not be read. ``datasource_id`` names it; the text has no password."""
+
+    def __init__(self, datasource_id: str, message: str) -> None:
+        super().__init__(f"datasource '{datasource_id}': {message}")
+        self.datasource_id = datasource_id
+        self.reason = message
+
+
+class DatasourceUnavailableError(DatasourceError):
+    """Unreachable server, missing driver, bad credentials or permissions."""
+
+
+class UnknownDatasourceError(Nl2SqlError):
+    def __init__(self, datasource_id: str, known: list[str] | None = None) -> None:
+        hint = f" (known: {', '.join(sorted(known))})" if known else ""
+        super().__init__(f"unknown datasource '{datasource_id}'{hint}")
+        self.datasource_id = datasource_id
+
+
+class UnknownTenantError(Nl2SqlError):
+    def __init__(self, tenant_id: str) -> None:
+        super().__init__(f"unknown tenant '{tenant_id}': no datasource belongs to it")
+        self.tenant_id = tenant_id
+
+
+class SchemaStoreError(Nl2SqlError):
+    """The schema store failed or holds something unexpected."""
+
+
+class SchemaVersionNotFoundError(SchemaStoreError):
+    def __init__(self, datasource_id: str, schema_version: str | None) -> None:
+        what = f"version '{schema_version}'" if schema_version else "any version"
+        super().__init__(f"datasource '{datasource_id}' has no {what} in the schema store")
+        self.datasource_id = datasource_id
+        self.schema_version = schema_version
+
+
+class SchemaDriftError(Nl2SqlError):
+    """The live structure no longer matches the fingerprint a partition was created for."""
+
+    def __init__(self, datasource_id: str, expected_fingerprint: str, actual_fingerprint: str) -> None:
+        super().__init__(
+            f"datasource '{datasource_id}' moved again since drift detection: expected "
+            f"fingerprint {expected_fingerprint[:8]}, found {actual_fingerprint[:8]}; "
+            "the next drift check will pick up the new version"
+        )
+        self.datasource_id = datasource_id
+        self.expected_fingerprint = expected_fingerprint
+        self.actual_fingerprint = actual_fingerprint
+
+
+class EmbeddingError(Nl2SqlError):
+    """Embedding failed (model missing, provider unreachable, bad response)."""
+
+
+class EmbeddingModelUnavailableError(EmbeddingError):
+    """The configured embedding model cannot be loaded (package missing, file corrupt)."""
+
+
+class EmbeddingDimensionMismatchError(EmbeddingError):
+    """Stored vectors were made by another model than the configured one."""
+
+    def __init__(self, collection: str, expected: str, actual: str) -> None:
+        super().__init__(
+            f"vector collection '{collection}' holds vectors of {actual}, but the configured "
+            f"embedding provider is {expected}; re-index (nl2sql-assets index) to rebuild it"
+        )
+        self.collection = collection
+        self.expected = expected
+        self.actual = actual
+
+
+class VectorStoreError(Nl2SqlError):
+    """The vector store failed."""
+
+
+class VectorStoreUnavailableError(VectorStoreError):
+    """The vector store cannot be reached, or its circuit breaker is open."""
+
+
+class RetrievalError(Nl2SqlError):
+    """A retrieval request is invalid (empty question, bad version, ...)."""

@@ -1,0 +1,110 @@
+"""Canonical forms, fingerprints and schema versions.
+
+The structural fingerprint is sha256 over canonical JSON of what a query planner depends
+on: tables, kinds, columns, declared types, nullability, primary/unique/foreign keys.
+Statistics never count. Descriptions, comments, synonyms, PII flags and the datasource's
+documentation go into a separate metadata hash, so documentation changes refresh the
+current version instead of minting a new one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nl2sql_assets.schema.models import DatasourceInfo, Table
+
+VERSION_TIME_FORMAT = "%Y%m%d%H%M%S"
+
+
+def canonical_json(value: object) -> str:
+    """Compact JSON with sorted keys: the one text form every hash is taken over.
+
+    >>> canonical_json({"b": 1, "a": [2, 1]})
+    '{"a":[2,1],"b":1}'
+    """
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def canonical_tables(tables: Iterable[Table]) -> list[Table]:
+    """Tables sorted by (schema, name), columns by ordinal then name, keys and constraints sorted."""
+    out = []
+    for t in sorted(tables, key=lambda t: (t.schema_name or "", t.name)):
+        out.append(t.model_copy(update={
+            "columns": sorted(t.columns, key=lambda c: (c.ordinal, c.name)),
+            "foreign_keys": sorted(t.foreign_keys, key=lambda fk: (fk.ref_schema or "", fk.ref_table,
+                                                                   fk.columns, fk.ref_columns)),
+            "unique_constraints": sorted(t.unique_constraints, key=lambda u: u.columns),
+        }))
+    return out
+
+
+def structure_of(tables: Iterable[Table]) -> list[dict[str, object]]:
+    """The fingerprinted part of each table, as plain data."""
+    return [
+        {
+            "schema": t.schema_name or "",
+            "name": t.name,
+            "kind": t.kind,
+            "columns": [[c.name, c.declared_type.upper(), c.nullable] for c in t.columns],
+            "pk": list(t.primary_key),
+            "unique": sorted(sorted(u.columns) for u in t.unique_constraints),
+            "fks": sorted(
+                [fk.columns, fk.ref_schema or "", fk.ref_table, fk.ref_columns] for fk in t.foreign_keys
+            ),
+        }
+        for t in canonical_tables(tables)
+    ]
+
+
+def compute_fingerprint(tables: Iterable[Table]) -> str:
+    """sha256 of the canonical structure; identical structures give identical fingerprints."""
+    return sha256_hex(canonical_json(structure_of(tables)))
+
+
+def compute_metadata_hash(datasource: DatasourceInfo, tables: Iterable[Table]) -> str:
+    """sha256 of everything documentary: descriptions, comments, synonyms, PII flags, metrics."""
+    doc = {
+        "datasource": datasource.model_dump(mode="json", exclude={"id", "dialect"}),
+        "tables": [
+            {
+                "t": t.qualified_name, "comment": t.comment, "description": t.description,
+                "columns": [[c.name, c.comment, c.description, sorted(c.synonyms), c.pii, c.pii_kind]
+                            for c in t.columns],
+            }
+            for t in canonical_tables(tables)
+        ],
+    }
+    return sha256_hex(canonical_json(doc))
+
+
+def make_schema_version(captured_at: datetime, fingerprint: str) -> str:
+    """``YYYYMMDDhhmmss_<fp8>`` in UTC.
+
+    >>> make_schema_version(datetime(2026, 11, 30, 3, 15, 22, tzinfo=UTC), "3fa9c2e1" + "0" * 56)
+    '20261130031522_3fa9c2e1'
+    """
+    if captured_at.tzinfo is None:
+        captured_at = captured_at.replace(tzinfo=UTC)
+    return f"{captured_at.astimezone(UTC).strftime(VERSION_TIME_FORMAT)}_{fingerprint[:8]}"
+
+
+def parse_schema_version(version: str) -> tuple[datetime, str]:
+    """Split a version into its UTC time and fingerprint prefix; ValueError when malformed.
+
+    >>> parse_schema_version("20261130031522_3fa9c2e1")[1]
+    '3fa9c2e1'
+    """
+    stamp, _, fp8 = version.partition("_")
+    if len(stamp) != 14 or len(fp8) != 8 or not stamp.isdigit():
+        raise ValueError(f"not a schema version: {version!r}")
+    int(fp8, 16)
+    return datetime.strptime(stamp, VERSION_TIME_FORMAT).replace(tzinfo=UTC), fp8
