@@ -2,7 +2,7 @@
 
 The structural fingerprint is sha256 over canonical JSON of what a query planner depends
 on: tables, kinds, columns, declared types, nullability, primary/unique/foreign keys.
-Statistics never count. Descriptions, comments, synonyms, PII flags and the datasource's
+Statistics never count. Descriptions, comments, synonyms and the datasource's
 documentation go into a separate metadata hash, so documentation changes refresh the
 current version instead of minting a new one.
 """
@@ -71,13 +71,17 @@ def compute_fingerprint(tables: Iterable[Table]) -> str:
 
 
 def compute_metadata_hash(datasource: DatasourceInfo, tables: Iterable[Table]) -> str:
-    """sha256 of everything documentary: descriptions, comments, synonyms, PII flags, metrics."""
+    """sha256 of everything documentary: descriptions, comments, synonyms, the datasource's docs and metrics.
+
+    PII flags are left out: value-based flags depend on sampled data, and a drift check reads
+    structure only, so including them would make a cheap check disagree with a full snapshot.
+    """
     doc = {
         "datasource": datasource.model_dump(mode="json", exclude={"id", "dialect"}),
         "tables": [
             {
                 "t": t.qualified_name, "comment": t.comment, "description": t.description,
-                "columns": [[c.name, c.comment, c.description, sorted(c.synonyms), c.pii, c.pii_kind]
+                "columns": [[c.name, c.comment, c.description, sorted(c.synonyms)]
                             for c in t.columns],
             }
             for t in canonical_tables(tables)
