@@ -125,6 +125,19 @@ class DatasourceInfo(_Frozen):
     metrics: list[MetricDefinition] = Field(default_factory=list)
 
 
+class EnrichmentRecord(_Frozen):
+    """How a snapshot was enriched. ``source_metadata_hash`` is the hash before enrichment:
+    drift checks compare against it, so LLM text never looks like a documentation change."""
+
+    status: Literal["off", "enriched", "unavailable", "failed"]
+    model: str | None = None
+    source_metadata_hash: str
+    tables_described: int = 0
+    columns_described: int = 0
+    synonyms_added: int = 0
+    reason: str | None = None
+
+
 class SchemaSnapshot(_Frozen):
     """A datasource's schema at ``captured_at``.
 
@@ -140,6 +153,7 @@ class SchemaSnapshot(_Frozen):
     metadata_hash: str
     schema_version: str | None = None
     warnings: list[str] = Field(default_factory=list)
+    enrichment: EnrichmentRecord | None = None
 
     @field_validator("captured_at")
     @classmethod
@@ -177,6 +191,11 @@ class SchemaSnapshot(_Frozen):
             if t.name.lower() == lowered or t.qualified_name.lower() == lowered:
                 return t
         return None
+
+    @property
+    def source_metadata_hash(self) -> str:
+        """The metadata hash of the database's own documentation, before any LLM enrichment."""
+        return self.enrichment.source_metadata_hash if self.enrichment else self.metadata_hash
 
     @property
     def datasource_id(self) -> str:
