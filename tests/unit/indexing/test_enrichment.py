@@ -1,0 +1,184 @@
+"""LLM enrichment against a local server speaking the OpenAI chat-completions protocol."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from nl2sql_assets.config import Settings
+from nl2sql_assets.indexing.enrichment import (
+    LLMSettings,
+    OpenAIChatClient,
+    build_llm,
+    enrich_schema_snapshot,
+)
+from nl2sql_assets.schema.models import Column, ColumnStats, DatasourceInfo, SchemaSnapshot, Table
+from tests.openai_fake import FakeOpenAI, chat_answer
+
+API_KEY = "sk-test-Very5ecretKey"
+
+
+def _snapshot() -> SchemaSnapshot:
+    customers = Table(name="customers", primary_key=["id"], columns=[
+        Column(name="id", ordinal=0, declared_type="INTEGER", type_family="integer", is_primary_key=True),
+        Column(name="email", ordinal=1, declared_type="TEXT", type_family="text", pii=True, pii_kind="email"),
+        Column(name="seg", ordinal=2, declared_type="TEXT", type_family="text",
+               stats=ColumnStats(top_values=["retail", "wholesale"])),
+    ])
+    orders = Table(name="orders", comment="One row per order", primary_key=["id"], columns=[
+        Column(name="id", ordinal=0, declared_type="INTEGER", type_family="integer", is_primary_key=True),
+        Column(name="amt", ordinal=1, declared_type="REAL", type_family="float", comment="Order total in EUR"),
+    ])
+    info = DatasourceInfo(id="shop", dialect="sqlite")
+    return SchemaSnapshot.create(info, [customers, orders], datetime(2026, 11, 30, tzinfo=UTC)).with_version(
+        "20261130000000_" + "0" * 8)
+
+
+def _client(server: FakeOpenAI, **kw: Any) -> OpenAIChatClient:
+    return OpenAIChatClient(LLMSettings(api_key=SecretStr(API_KEY), base_url=server.base_url, **kw),
+                            sleep=lambda s: None)
+
+
+ANSWER = {
+    "datasource": {"description": "A web shop", "example_questions": ["How many orders last week?"]},
+    "tables": [
+        {"name": "customers", "description": "People who buy", "columns": [
+            {"name": "seg", "description": "Customer segment", "synonyms": ["segment", "tier"]},
+            {"name": "email", "description": "E-mail address", "synonyms": ["mail"]},
+            {"name": "ghost", "description": "not a real column", "synonyms": ["x"]},
+        ]},
+        {"name": "orders", "description": "LLM text that must not override the comment", "columns": [
+            {"name": "amt", "description": "must not override", "synonyms": ["amount", "total"]},
+        ]},
+        {"name": "invented_table", "description": "hallucinated", "columns": []},
+    ],
+}
+
+
+def test_enrichment_fills_gaps_keeps_structure_and_owner_text() -> None:
+    snap = _snapshot()
+    with FakeOpenAI() as server:
+        server.handlers["completions"] = lambda body: (200, chat_answer(ANSWER))
+        outcome = enrich_schema_snapshot(snap, lambda: _client(server))
+        request = server.calls("completions")[0]
+    assert outcome.status == "enriched"
+    out = outcome.snapshot
+    assert out.fingerprint == snap.fingerprint
+    assert out.metadata_hash != snap.metadata_hash
+    assert out.source_metadata_hash == snap.metadata_hash
+    assert out.schema_version == snap.schema_version
+    assert out.datasource.description == "A web shop"
+    customers, orders = out.table("customers"), out.table("orders")
+    assert customers is not None and orders is not None
+    assert customers.description == "People who buy"
+    assert customers.column("seg").description == "Customer segment"  # type: ignore[union-attr]
+    assert customers.column("seg").synonyms == ["segment", "tier"]  # type: ignore[union-attr]
+    assert [c.name for c in customers.columns] == ["id", "email", "seg"]
+    assert orders.description is None and orders.text == "One row per order"
+    assert orders.column("amt").text == "Order total in EUR"  # type: ignore[union-attr]
+    assert orders.column("amt").synonyms == ["amount", "total"]  # type: ignore[union-attr]
+    assert out.table("invented_table") is None
+    assert out.enrichment is not None and out.enrichment.columns_described == 2
+    # What was sent: names and non-PII examples, JSON mode, the configured model.
+    assert request["response_format"] == {"type": "json_object"}
+    sent = request["messages"][1]["content"]
+    assert "retail" in sent and "email" in sent
+    payload = json.loads(sent)
+    email = next(c for t in payload["tables"] for c in t["columns"] if c["name"] == "email")
+    assert "examples" not in email
+
+
+def test_pii_values_are_never_sent() -> None:
+    snap = _snapshot()
+    table = snap.tables[0]
+    leaky = table.model_copy(update={"columns": [
+        c.model_copy(update={"stats": ColumnStats(top_values=["alice@example.com"])}) if c.name == "email" else c
+        for c in table.columns]})
+    snap = SchemaSnapshot.create(snap.datasource, [leaky, snap.tables[1]], snap.captured_at)
+    with FakeOpenAI() as server:
+        server.handlers["completions"] = lambda body: (200, chat_answer(ANSWER))
+        enrich_schema_snapshot(snap, lambda: _client(server))
+        assert "alice@example.com" not in json.dumps(server.calls("completions"))
+
+
+def test_batches_tables_per_call() -> None:
+    with FakeOpenAI() as server:
+        server.handlers["completions"] = lambda body: (200, chat_answer({"tables": []}))
+        outcome = enrich_schema_snapshot(_snapshot(), lambda: _client(server), tables_per_call=1)
+        assert len(server.calls("completions")) == 2
+    assert outcome.status == "enriched"
+
+
+def test_retries_server_errors_then_succeeds() -> None:
+    with FakeOpenAI() as server:
+        server.script("completions", (500, {"error": {}}), (429, {"error": {}}))
+        server.handlers["completions"] = lambda body: (200, chat_answer(ANSWER))
+        outcome = enrich_schema_snapshot(_snapshot(), lambda: _client(server, max_retries=2))
+        assert len(server.calls("completions")) == 3
+    assert outcome.status == "enriched"
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("case", ["no_key", "unreachable", "auth_refused", "garbage", "factory_raises"])
+def test_never_fails_indexing(case: str, caplog: pytest.LogCaptureFixture) -> None:
+    snap = _snapshot()
+    caplog.set_level(logging.INFO, logger="nl2sql_assets.indexing.enrichment")
+    with FakeOpenAI() as server:
+        server.handlers["completions"] = {
+            "auth_refused": lambda body: (401, {"error": {"message": "bad key"}}),
+            "garbage": lambda body: (200, chat_answer("this is not json")),
+        }.get(case, lambda body: (200, chat_answer(ANSWER)))
+
+        def factory() -> OpenAIChatClient:
+            if case == "no_key":
+                return OpenAIChatClient(LLMSettings(api_key=None, base_url=server.base_url))
+            if case == "unreachable":
+                return OpenAIChatClient(LLMSettings(api_key=SecretStr(API_KEY), max_retries=1,
+                                                    base_url=f"http://127.0.0.1:{_closed_port()}/v1"),
+                                        sleep=lambda s: None)
+            if case == "factory_raises":
+                raise RuntimeError("boom")
+            return _client(server)
+
+        outcome = enrich_schema_snapshot(snap, factory)
+    assert outcome.snapshot.fingerprint == snap.fingerprint
+    assert outcome.snapshot.metadata_hash == snap.metadata_hash
+    assert outcome.snapshot.tables == snap.tables
+    expected = "unavailable" if case in ("no_key", "unreachable", "auth_refused") else "failed"
+    assert outcome.status == expected
+    assert outcome.snapshot.enrichment is not None and outcome.snapshot.enrichment.status == expected
+    levels = {r.levelno for r in caplog.records}
+    assert (logging.WARNING in levels) == (expected == "failed")
+    assert API_KEY not in caplog.text and API_KEY not in (outcome.reason or "")
+
+
+def test_off_when_not_configured(nl2sql_home: object) -> None:
+    settings = Settings.from_env()
+    assert build_llm(settings) is None
+    outcome = enrich_schema_snapshot(_snapshot(), lambda: build_llm(settings))
+    assert outcome.status == "off"
+    assert enrich_schema_snapshot(_snapshot(), None).status == "off"
+
+
+def test_build_llm_honours_openai_env(nl2sql_home: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeOpenAI() as server:
+        server.handlers["completions"] = lambda body: (200, chat_answer(ANSWER))
+        monkeypatch.setenv("ENRICHMENT", "openai")
+        monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        settings = Settings.from_env()
+        outcome = enrich_schema_snapshot(_snapshot(), lambda: build_llm(settings))
+        headers = server.requests[0][2]
+    assert outcome.status == "enriched"
+    assert headers.get("Authorization") == f"Bearer {API_KEY}"
