@@ -64,7 +64,14 @@ class UnknownTenantError(Nl2SqlError):
 
 
 class SchemaStoreError(Nl2SqlError):
-    """The schema store failed or holds something unexpected."""
+    """The schema store failed or holds something unexpected.
+
+    ``store`` names the store (its URL with the password masked) when known.
+    """
+
+    def __init__(self, message: str, *, store: str | None = None) -> None:
+        super().__init__(f"schema store {store}: {message}" if store else message)
+        self.store = store
 
 
 class SchemaVersionNotFoundError(SchemaStoreError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from nl2sql_assets.schema.models import DatasourceInfo, Table
 
 VERSION_TIME_FORMAT = "%Y%m%d%H%M%S"
+_VERSION_RE = re.compile(r"[0-9]{14}_[0-9a-f]{8}")
 
 
 def canonical_json(value: object) -> str:
@@ -104,11 +106,21 @@ def make_schema_version(captured_at: datetime, fingerprint: str) -> str:
 def parse_schema_version(version: str) -> tuple[datetime, str]:
     """Split a version into its UTC time and fingerprint prefix; ValueError when malformed.
 
+    Only the exact form ``make_schema_version`` produces is accepted (14 ASCII digits that
+    form a real date and time, ``_``, 8 lowercase hex digits).
+
     >>> parse_schema_version("20261130031522_3fa9c2e1")[1]
     '3fa9c2e1'
+    >>> parse_schema_version("20261130031522_0x3fa9c2")
+    Traceback (most recent call last):
+    ...
+    ValueError: not a schema version: '20261130031522_0x3fa9c2'
     """
-    stamp, _, fp8 = version.partition("_")
-    if len(stamp) != 14 or len(fp8) != 8 or not stamp.isdigit():
+    if not isinstance(version, str) or not _VERSION_RE.fullmatch(version):
         raise ValueError(f"not a schema version: {version!r}")
-    int(fp8, 16)
-    return datetime.strptime(stamp, VERSION_TIME_FORMAT).replace(tzinfo=UTC), fp8
+    stamp, _, fp8 = version.partition("_")
+    try:
+        when = datetime.strptime(stamp, VERSION_TIME_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        raise ValueError(f"not a schema version: {version!r} (invalid date/time)") from None
+    return when, fp8
