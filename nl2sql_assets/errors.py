@@ -127,3 +127,24 @@ class VectorStoreUnavailableError(VectorStoreError):
 
 class RetrievalError(Nl2SqlError):
     """A retrieval request is invalid (empty question, bad version, ...)."""
+
+
+class PartitionKeyError(Nl2SqlError):
+    """A partition key is not ``<datasource>@<schema_version>`` with valid parts."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"partition key {key!r}: {message}")
+        self.key = key
+
+
+class UnobservedVersionError(Nl2SqlError):
+    """A (datasource, schema_version) pair that neither the schema store nor drift detection knows."""
+
+    def __init__(self, datasource_id: str, schema_version: str, reason: str) -> None:
+        super().__init__(
+            f"datasource '{datasource_id}' has no observed version '{schema_version}': {reason}; "
+            "only versions found by drift detection (schema_drift_sensor or `nl2sql-assets index`) "
+            "can be materialized"
+        )
+        self.datasource_id = datasource_id
+        self.schema_version = schema_version
