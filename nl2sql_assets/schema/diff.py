@@ -91,7 +91,13 @@ class MetadataChange(_Frozen):
 
 
 class SchemaDiff(_Frozen):
-    """What changed from ``old`` to ``new``. ``is_empty`` is about structure only."""
+    """What changed from ``old`` to ``new``. ``is_empty`` is about structure only.
+
+    ``metadata_changed`` compares the metadata hashes, which also move with table and column
+    names, so a structural change usually sets it too; ``metadata_changes`` lists only the
+    documentary items changed on the datasource and on tables/columns present on both sides.
+    Tables are listed in canonical (schema, name) order.
+    """
 
     datasource_id: str | None = None
     old_version: str | None = None
@@ -152,9 +158,11 @@ class SchemaDiff(_Frozen):
         }
         parts = [labels[k][n != 1].format(n=n) for k, n in self.counts.items()]
         line = ", ".join(parts) if parts else "no structural change"
-        if self.metadata_changed:
-            n = len(self.metadata_changes)
-            line += f"; metadata changed ({n} item{'s' if n != 1 else ''})" if n else "; metadata changed"
+        n = len(self.metadata_changes)
+        if n:
+            line += f"; metadata changed ({n} item{'s' if n != 1 else ''})"
+        elif self.metadata_changed and not parts:
+            line += "; metadata changed"
         return line
 
     def structural_items(self) -> list[str]:
