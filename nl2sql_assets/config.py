@@ -199,13 +199,19 @@ def _check_scheme(url: str, entry: str, source: str) -> None:
     from sqlalchemy.engine.url import make_url
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
-    try:
-        make_url(url).get_dialect()
+    try:  # the dialect alone: the rest of the URL may still hold ${VAR} references
+        make_url(f"{scheme}://").get_dialect()
     except (NoSuchModuleError, ArgumentError):
         raise ConfigError(f"unknown URL scheme '{scheme}' (no SQLAlchemy dialect or DuckDB)",
                           source=source, entry=entry, field="url") from None
     except ImportError as exc:  # a dialect whose driver module is missing still names a real scheme
         del exc
+    try:  # then its shape, with every ${VAR} standing in as a digit (valid as host, port or password)
+        make_url(_VAR_RE.sub("1", url))
+    except (ArgumentError, ValueError) as exc:
+        reason = redact_text(str(exc), [p for p in (url_password(url),) if p])
+        raise ConfigError(f"malformed URL {redact_url(url)!r}: {reason}",
+                          source=source, entry=entry, field="url") from None
 
 
 def parse_datasources(data: object, source: str = "datasources file") -> list[DatasourceConfig]:
@@ -223,7 +229,7 @@ def parse_datasources(data: object, source: str = "datasources file") -> list[Da
         label = f"#{position}"
         if not isinstance(raw, dict):
             raise ConfigError("must be a mapping", source=source, entry=label)
-        if isinstance(raw.get("id"), str):
+        if isinstance(raw.get("id"), str) and raw["id"]:
             label = f"#{position} ({raw['id']})"
         for required in ("id", "url"):
             if not raw.get(required):
