@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -38,6 +39,11 @@ def split_identifier(name: str) -> str:
     """
     spaced = _CAMEL_RE.sub(" ", name)
     return " ".join(w for w in _NON_WORD_RE.split(spaced) if w).lower()
+
+
+def _words(name: str) -> str:
+    """The split form alone (compact lists); the raw name when splitting leaves nothing."""
+    return split_identifier(name) or name
 
 
 def _named(name: str) -> str:
@@ -142,9 +148,9 @@ class TableChunk(_Chunk):
         head = f"{'View' if self.kind == 'view' else 'Table'} {_named(self.table)}"
         parts = [head + (f": {self.description.rstrip('.')}." if self.description else ".")]
         if self.primary_key:
-            parts.append("Key: " + ", ".join(self.primary_key) + ".")
+            parts.append("Primary key: " + ", ".join(_words(k) for k in self.primary_key) + ".")
         if self.columns:
-            parts.append("Columns: " + ", ".join(f"{_named(n)} {t}".rstrip() for n, t in self.columns) + ".")
+            parts.append("Columns: " + ", ".join(f"{_words(n)} {t}".rstrip() for n, t in self.columns) + ".")
         if self.foreign_keys:
             parts.append("References: " + "; ".join(self.foreign_keys) + ".")
         if self.row_count is not None:
@@ -183,7 +189,8 @@ class ColumnChunk(_Chunk):
         parts = [f"Column {_named(self.column)} of table {_named(self.table)}"]
         if self.table_description:
             parts[0] += f" ({self.table_description.rstrip('.')})"
-        parts[0] += f", {self.dtype or self.type_family}."
+        kind = self.type_family if self.type_family != "other" else (self.dtype.lower() or "other")
+        parts[0] += f", {kind}."
         if self.description:
             parts.append(self.description.rstrip(".") + ".")
         if self.synonyms:
@@ -297,16 +304,23 @@ class SearchFilter(BaseModel):
     tables: list[str] | None = None
 
 
-class SearchHit(BaseModel):
+class StoredChunk(BaseModel):
+    """A chunk as the vector store holds it: its text and its metadata (``get_metadata()``)."""
+
     model_config = ConfigDict(frozen=True)
 
     id: str
-    score: float
     chunk_type: ChunkType
     datasource_id: str
     schema_version: str
     document: str
     metadata: dict[str, MetadataValue]
+
+
+class SearchHit(StoredChunk):
+    """A stored chunk with its similarity to the query (``1 - cosine distance``)."""
+
+    score: float
 
 
 class RefreshReport(BaseModel):
@@ -324,3 +338,36 @@ class RefreshReport(BaseModel):
     from_cache: int
     model: ModelIdentity
     seconds: float
+    reused: int = 0
+    generation: int = 0
+
+
+class IndexState(BaseModel):
+    """The vector store's per-datasource pointer: which version readers see, and what it holds.
+
+    ``generation`` increases with every refresh; readers see a record when its generation
+    range covers the datasource's current generation (see ``vector_store``).
+    ``content_digest`` is :func:`chunks_digest` of the live version's chunks, so an audit can
+    compare it with chunks rebuilt from the schema store.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    datasource_id: str
+    tenant_id: str
+    live_version: str | None
+    generation: int
+    model_key: str
+    chunk_count: int
+    content_digest: str
+    updated_at: str
+
+
+def chunks_digest(chunks: Iterable[_Chunk]) -> str:
+    """Order-independent digest of (id, content_hash) pairs: equal digest, equal chunk set.
+
+    >>> chunks_digest([]) == chunks_digest(())
+    True
+    """
+    pairs = sorted([c.id, c.content_hash] for c in chunks)
+    return sha256_hex(canonical_json(pairs))
