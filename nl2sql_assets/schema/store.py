@@ -130,11 +130,13 @@ class SqlSchemaStore:
         self._ready = False
         self._ready_lock = threading.Lock()
         self._t = _build_tables()
+        self._password: str | None = None
         try:
             parsed = sa.engine.make_url(url)
         except Exception as exc:  # noqa: BLE001 - any parse failure is a bad URL
             raise SchemaStoreError(f"not a valid SQLAlchemy URL ({self._redact(exc)})", store=self.safe_url) from None
         self._password = parsed.password if isinstance(parsed.password, str) else None
+        # a password the URL parser did not see (odd URLs) is still masked by redact_text's URL rule
         self._sqlite_path: Path | None = None
         try:
             if parsed.get_backend_name() == "sqlite":
