@@ -1,0 +1,19 @@
+"""``index_job``: the four schema-index assets and their checks, for one partition per run.
+
+In process: the embedding model is loaded once per run (a multiprocess executor would load it
+in every step's process).
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from nl2sql_assets.defs.assets import ASSET_GROUP
+
+index_job = dg.define_asset_job(
+    name="index_job",
+    selection=dg.AssetSelection.groups(ASSET_GROUP),
+    executor_def=dg.in_process_executor,
+    tags={"nl2sql/job": "index"},
+    description="Snapshot, enrich, chunk and embed one (datasource, schema_version) partition into Chroma.",
+)

@@ -1,0 +1,228 @@
+"""Run the code location's definitions in process: what ``nl2sql-assets index`` and ``demo`` do.
+
+Same definitions as the UI and the sensor: drift detection, then for every new structure a
+new partition and an ``index_job`` run for it, recorded on the configured Dagster instance
+(``DAGSTER_HOME``). The resources are created once per command and shared by all its runs,
+so the embedding model loads once however many datasources changed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+import dagster as dg
+from pydantic import BaseModel, ConfigDict
+
+from nl2sql_assets.config import DatasourceConfig, Settings, load_datasources
+from nl2sql_assets.defs.definitions import build_definitions
+from nl2sql_assets.defs.partitions import PARTITIONS_NAME
+from nl2sql_assets.defs.planning import IndexRequest, plan_index, repair_request
+from nl2sql_assets.errors import Nl2SqlError, UnknownDatasourceError
+from resources.datasources import DatasourcesResource
+from resources.embeddings import EmbeddingsResource
+from resources.llm import LLMResource
+from resources.schema_store import SchemaStoreResource
+from resources.vector_store import VectorStoreResource
+
+PACKAGED_DAGSTER_YAML = Path(__file__).with_name("dagster.yaml")
+IndexStatus = Literal["new_version", "metadata_refresh", "repair", "unchanged", "failed"]
+
+
+def prepare_instance(settings: Settings) -> dg.DagsterInstance:
+    """The Dagster instance in ``settings.dagster_home``, created with the embedded default
+    ``dagster.yaml`` when the folder has none; sets ``DAGSTER_HOME`` for this process."""
+    home = settings.dagster_home
+    home.mkdir(parents=True, exist_ok=True)
+    target = home / "dagster.yaml"
+    if not target.exists():
+        shutil.copyfile(PACKAGED_DAGSTER_YAML, target)
+    os.environ["DAGSTER_HOME"] = str(home)
+    return dg.DagsterInstance.get()
+
+
+class IndexResources:
+    """The five resources for in-process runs, built from one Settings and shared by every run."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.datasources = DatasourcesResource(path=str(settings.datasources_path))
+        self.schema_store = SchemaStoreResource(url=settings.schema_store_url)
+        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+        self.embeddings = EmbeddingsResource(provider=settings.embedding_provider, model=settings.embedding_model,
+                                             openai_api_key=key, openai_base_url=settings.openai_base_url)
+        self.vector_store = VectorStoreResource(chroma_host=settings.chroma_host, chroma_port=settings.chroma_port)
+        self.llm = LLMResource(enrichment=settings.enrichment, openai_api_key=key,
+                               openai_base_url=settings.openai_base_url)
+
+    def as_dict(self) -> dict[str, dg.ConfigurableResource]:
+        return {"datasources": self.datasources, "schema_store": self.schema_store,
+                "embeddings": self.embeddings, "vector_store": self.vector_store, "llm": self.llm}
+
+    def hardcoded(self) -> dict[str, dg.ResourceDefinition]:
+        """The same objects for Dagster: not re-initialized per run (one model load per command)."""
+        return {k: dg.ResourceDefinition.hardcoded_resource(v) for k, v in self.as_dict().items()}
+
+    def close(self) -> None:
+        for resource in (self.vector_store, self.embeddings, self.schema_store):
+            resource.close()
+
+
+class IndexResult(BaseModel):
+    """One datasource's line of ``nl2sql-assets index``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    datasource_id: str
+    status: IndexStatus
+    schema_version: str | None = None
+    partition_key: str | None = None
+    run_id: str | None = None
+    error: str | None = None
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        """
+        >>> IndexResult(datasource_id="hr", status="failed", error="unreachable").line()
+        'hr: failed: unreachable'
+        """
+        run = f" (run {self.run_id[:8]})" if self.run_id else ""
+        if self.status == "new_version":
+            return f"{self.datasource_id}: new version {self.schema_version}{run}"
+        if self.status == "metadata_refresh":
+            return f"{self.datasource_id}: metadata refresh of {self.schema_version}{run}"
+        if self.status == "repair":
+            return f"{self.datasource_id}: re-indexed {self.schema_version} (was not live){run}"
+        if self.status == "unchanged":
+            return f"{self.datasource_id}: unchanged ({self.schema_version})"
+        where = f" ({self.partition_key})" if self.partition_key else ""
+        return f"{self.datasource_id}: failed{where}: {self.error}"
+
+
+def select_datasources(configs: Sequence[DatasourceConfig], wanted: Sequence[str]) -> list[DatasourceConfig]:
+    """The named datasources in file order (all when none named). Raises UnknownDatasourceError."""
+    if not wanted:
+        return list(configs)
+    known = {c.id for c in configs}
+    for ds in wanted:
+        if ds not in known:
+            raise UnknownDatasourceError(ds, sorted(known))
+    return [c for c in configs if c.id in set(wanted)]
+
+
+def run_failure_message(result: dg.ExecuteInProcessResult) -> str:
+    """Why a run failed: the first step failure's description and any failed blocking check."""
+    messages: list[str] = []
+    for event in result.all_events:
+        if event.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION:
+            evaluation = event.event_specific_data
+            if evaluation is not None and not evaluation.passed:  # type: ignore[union-attr]
+                messages.append(f"check {evaluation.check_name} on "  # type: ignore[union-attr]
+                                f"{evaluation.asset_key.to_user_string()} failed")  # type: ignore[union-attr]
+        elif event.event_type == dg.DagsterEventType.STEP_FAILURE:
+            data = event.step_failure_data
+            user = data.user_failure_data
+            if user is not None and user.description:
+                messages.append(user.description)
+            elif data.error is not None:
+                messages.append(data.error.message.strip().splitlines()[-1] if data.error.message else "step failed")
+    unique = list(dict.fromkeys(messages))
+    return "; ".join(unique) if unique else "run failed"
+
+
+def run_index(
+    settings: Settings,
+    datasource_ids: Sequence[str] = (),
+    *,
+    instance: dg.DagsterInstance,
+    resources: IndexResources | None = None,
+    now: datetime | None = None,
+    repair: bool = True,
+    extra_resources: Mapping[str, object] | None = None,
+) -> list[IndexResult]:
+    """Drift detection, then one in-process ``index_job`` run per new structure or metadata change.
+
+    Args:
+        settings: the configuration (datasources file, stores, provider).
+        datasource_ids: only these datasources (all when empty).
+        instance: the Dagster instance the runs are recorded on (:func:`prepare_instance`).
+        resources: shared resources (created and closed here when None).
+        now: the detection time (tests); default: the clock.
+        repair: also re-run an unchanged datasource whose latest version is not live in Chroma
+            (its last run failed after registration).
+        extra_resources: resource overrides by key (tests).
+
+    Returns:
+        One result per selected datasource, in datasource order.
+
+    Raises:
+        ConfigError: the datasources file is missing or invalid.
+        UnknownDatasourceError: a named datasource is not in the file.
+    """
+    from nl2sql_assets.drift import check_drift
+
+    configs = select_datasources(load_datasources(settings.datasources_path), datasource_ids)
+    own = resources is None
+    res = resources or IndexResources(settings)
+    try:
+        store = res.schema_store.get_store()
+        plan = plan_index(check_drift(configs, store, now=now))
+        results: dict[str, IndexResult] = {
+            o.datasource_id: IndexResult(datasource_id=o.datasource_id, status=o.status,
+                                         schema_version=o.schema_version, error=o.error)
+            for o in plan.outcomes
+        }
+        requests: list[IndexRequest] = list(plan.requests)
+        if repair:
+            requests += _repairs(res, store, [r for r in results.values() if r.status == "unchanged"])
+        if requests:
+            instance.add_dynamic_partitions(PARTITIONS_NAME, sorted({r.partition_key for r in requests}))
+            overrides: dict[str, object] = dict(res.hardcoded())
+            overrides.update(extra_resources or {})
+            job = build_definitions(overrides).resolve_job_def("index_job")
+            for request in requests:
+                results[request.datasource_id] = _execute(job, instance, request)
+        order = {c.id: i for i, c in enumerate(configs)}
+        return sorted(results.values(), key=lambda r: order.get(r.datasource_id, len(order)))
+    finally:
+        if own:
+            res.close()
+
+
+def _repairs(res: IndexResources, store: object, unchanged: list[IndexResult]) -> list[IndexRequest]:
+    if not unchanged:
+        return []
+    vectors = res.vector_store.get_store(res.embeddings.get_service())
+    out = []
+    for result in unchanged:
+        if not result.schema_version:
+            continue
+        try:
+            live = vectors.live_version(result.datasource_id)
+        except Nl2SqlError:
+            continue  # the run itself will report the vector store's failure next time
+        if live == result.schema_version:
+            continue
+        snapshot = store.get_snapshot(result.datasource_id, result.schema_version)  # type: ignore[attr-defined]
+        out.append(repair_request(result.datasource_id, result.schema_version, snapshot.fingerprint,
+                                  snapshot.metadata_hash, attempt=str(int(time.time()))))
+    return out
+
+
+def _execute(job: dg.JobDefinition, instance: dg.DagsterInstance, request: IndexRequest) -> IndexResult:
+    started = time.perf_counter()
+    result = job.execute_in_process(instance=instance, partition_key=request.partition_key,
+                                    tags=request.tags(), raise_on_error=False)
+    seconds = round(time.perf_counter() - started, 3)
+    if result.success:
+        return IndexResult(datasource_id=request.datasource_id, status=request.kind,
+                           schema_version=request.schema_version, partition_key=request.partition_key,
+                           run_id=result.run_id, seconds=seconds)
+    return IndexResult(datasource_id=request.datasource_id, status="failed", schema_version=request.schema_version,
+                       partition_key=request.partition_key, run_id=result.run_id,
+                       error=run_failure_message(result), seconds=seconds)
