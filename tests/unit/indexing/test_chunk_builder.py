@@ -1,0 +1,181 @@
+"""SchemaChunkBuilder: ids, every chunk type's fields, PII rule, metrics, determinism."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nl2sql_assets.indexing.chunk_builder import SchemaChunkBuilder, build_chunks, infer_cardinality
+from nl2sql_assets.indexing.models import (
+    CHUNK_TYPES,
+    ColumnChunk,
+    DatasourceChunk,
+    MetricChunk,
+    RelationshipChunk,
+    TableChunk,
+)
+from nl2sql_assets.schema.models import SchemaSnapshot
+from tests.chunk_samples import PII_VALUES, shop_snapshot, wide_snapshot
+
+REQUIRED_METADATA = ("datasource_id", "schema_version", "tenant_id", "chunk_type", "table", "column",
+                     "dtype", "pii", "join_pairs", "content_hash")
+
+
+@pytest.fixture
+def snap() -> SchemaSnapshot:
+    return shop_snapshot()
+
+
+def by_id(chunks: list, suffix: str):  # noqa: ANN001, ANN201 - test helper
+    matches = [c for c in chunks if c.id.endswith(suffix)]
+    assert len(matches) == 1, (suffix, [c.id for c in chunks])
+    return matches[0]
+
+
+def test_unversioned_snapshot_is_rejected(snap: SchemaSnapshot) -> None:
+    with pytest.raises(ValueError, match="shop.*schema_version"):
+        build_chunks(snap.model_copy(update={"schema_version": None}))
+
+
+def test_ids_are_deterministic_and_carry_datasource_and_version(snap: SchemaSnapshot) -> None:
+    first, second = build_chunks(snap), SchemaChunkBuilder().build(shop_snapshot())
+    assert [c.id for c in first.chunks] == [c.id for c in second.chunks]
+    assert [c.content_hash for c in first.chunks] == [c.content_hash for c in second.chunks]
+    version = snap.schema_version
+    assert all(c.id.startswith(f"shop:{version}:") for c in first.chunks)
+    assert len({c.id for c in first.chunks}) == len(first.chunks)
+    assert first.chunks[0].id == f"shop:{version}:ds:shop"
+    assert by_id(first.chunks, ":table:orders").type == "schema.table"
+    assert by_id(first.chunks, ":column:customers.Segment").type == "schema.column"
+    assert by_id(first.chunks, ":metric:revenue").type == "schema.metric"
+
+
+def test_every_chunk_type_is_emitted_with_counts(snap: SchemaSnapshot) -> None:
+    chunk_set = build_chunks(snap)
+    counts = chunk_set.counts()
+    assert counts == {"schema.datasource": 1, "schema.table": 4, "schema.column": 15,
+                      "schema.relationship": 4, "schema.metric": 2}
+    assert set(counts) == set(CHUNK_TYPES)
+    assert chunk_set.tenant_id == "acme" and chunk_set.schema_version == snap.schema_version
+
+
+def test_every_chunk_has_the_required_metadata(snap: SchemaSnapshot) -> None:
+    for chunk in build_chunks(snap).chunks:
+        meta = chunk.get_metadata()
+        for key in REQUIRED_METADATA:
+            assert key in meta, (chunk.id, key)
+        assert meta["datasource_id"] == "shop" and meta["tenant_id"] == "acme"
+        assert meta["schema_version"] == snap.schema_version
+        assert meta["chunk_type"] == chunk.type
+        assert all(isinstance(v, (str, int, float, bool)) for v in meta.values()), chunk.id
+        assert snap.schema_version not in chunk.get_page_content()
+
+
+def test_two_foreign_keys_between_the_same_tables_get_different_ids(snap: SchemaSnapshot) -> None:
+    rels = [c for c in build_chunks(snap).chunks
+            if isinstance(c, RelationshipChunk) and c.from_table == "orders" and c.to_table == "addresses"]
+    assert len(rels) == 2
+    assert rels[0].id != rels[1].id
+    assert {tuple(c.from_columns) for c in rels} == {("billing_address_id",), ("shipping_address_id",)}
+    assert {json.loads(str(c.get_metadata()["join_pairs"]))[0][0] for c in rels} == {
+        "billing_address_id", "shipping_address_id"}
+
+
+def test_datasource_chunk_has_description_domains_questions() -> None:
+    chunk = build_chunks(shop_snapshot(description="Orders, customers and payments of the web shop")).chunks[0]
+    assert isinstance(chunk, DatasourceChunk)
+    text = chunk.get_page_content()
+    assert "Orders, customers and payments of the web shop" in text
+    assert "commerce" in text and "Revenue by month in 2025?" in text
+    assert "Tables:" not in text  # described datasources need no summary
+
+
+def test_undocumented_datasource_gets_a_compact_table_summary() -> None:
+    chunk = build_chunks(shop_snapshot(description=None)).chunks[0]
+    assert chunk.get_page_content().startswith("Datasource shop. Tables: addresses, customers, orders, profiles.")
+    big = build_chunks(wide_snapshot(120)).chunks[0].get_page_content()
+    assert "and 80 more" in big and len(big) < 800
+
+
+def test_table_chunk_fields(snap: SchemaSnapshot) -> None:
+    chunk = by_id(build_chunks(snap).chunks, ":table:orders")
+    assert isinstance(chunk, TableChunk)
+    text = chunk.get_page_content()
+    assert text.startswith("Table orders: Orders placed in the web shop.")
+    assert "Primary key: order id." in text
+    assert "billing address id integer" in text and "total decimal" in text
+    assert "shipping address id -> addresses" in text and "customer id -> customers" in text
+    assert "5000 rows." in text
+    meta = chunk.get_metadata()
+    assert meta["table"] == "orders" and json.loads(str(meta["primary_key"])) == ["order_id"]
+    assert "total" in json.loads(str(meta["columns"]))
+
+
+def test_column_chunk_fields(snap: SchemaSnapshot) -> None:
+    chunks = build_chunks(snap).chunks
+    segment = by_id(chunks, ":column:customers.Segment")
+    assert isinstance(segment, ColumnChunk)
+    text = segment.get_page_content()
+    assert "Column Segment of table customers (People who buy from the web shop), text." in text
+    assert "Marketing segment." in text and "Also called: tier, customer class." in text
+    assert "12% null, 3 distinct values." in text and "Values: retail, wholesale, staff." in text
+    signup = by_id(chunks, ":column:customers.SignupDate").get_page_content()
+    assert "SignupDate (signup date)" in signup
+    assert "40 distinct values, from 2020-01-01 to 2025-12-31." in signup
+    fk = by_id(chunks, ":column:orders.customer_id")
+    assert "References customers.customer_id." in fk.get_page_content()
+    meta = fk.get_metadata()
+    assert (meta["table"], meta["column"], meta["dtype"], meta["pii"]) == ("orders", "customer_id", "INTEGER", False)
+    total = by_id(chunks, ":column:orders.total").get_page_content()
+    assert "(Orders placed in the web shop)" in total and "One row per checkout" not in total  # first sentence only
+
+
+def test_no_pii_value_appears_in_any_chunk(snap: SchemaSnapshot) -> None:
+    chunks = build_chunks(snap).chunks
+    for chunk in chunks:
+        blob = chunk.get_page_content() + json.dumps(chunk.get_metadata())
+        for value in PII_VALUES:
+            assert value not in blob, (chunk.id, value)
+    email = by_id(chunks, ":column:customers.email")
+    assert email.get_metadata()["pii"] is True and email.sample_values == []
+    assert "distinct values" in email.get_page_content()  # statistics stay, values do not
+
+
+def test_relationship_cardinality_from_keys(snap: SchemaSnapshot) -> None:
+    chunks = build_chunks(snap).chunks
+    one = by_id(chunks, ":rel:profiles(customer_id)->customers(customer_id)")
+    many = by_id(chunks, ":rel:orders(customer_id)->customers(customer_id)")
+    assert one.cardinality == "one-to-one" and many.cardinality == "many-to-one"
+    assert one.get_page_content() == ("Join profiles to customers on profiles.customer_id = "
+                                      "customers.customer_id (one-to-one).")
+    table = snap.table("orders")
+    assert table is not None
+    assert infer_cardinality(table, table.foreign_keys[0]) == "many-to-one"
+
+
+def test_metric_chunks_are_emitted_with_their_tables(snap: SchemaSnapshot) -> None:
+    metrics = [c for c in build_chunks(snap).chunks if isinstance(c, MetricChunk)]
+    assert [m.name for m in metrics] == ["active_customers", "revenue"]
+    revenue = metrics[1]
+    assert revenue.tables == ["orders"] and metrics[0].tables == ["customers"]
+    text = revenue.get_page_content()
+    assert "sum(orders.total) where orders.status = 'paid'" in text and "Grain: order." in text
+    assert json.loads(str(revenue.get_metadata()["tables"])) == ["orders"]
+    assert not [c for c in build_chunks(shop_snapshot(metrics=False)).chunks if isinstance(c, MetricChunk)]
+
+
+def test_a_changed_table_changes_only_its_own_chunk_texts() -> None:
+    before = {c.id.split(":", 2)[2]: c for c in build_chunks(shop_snapshot()).chunks}
+    after = {c.id.split(":", 2)[2]: c for c in build_chunks(shop_snapshot(extra_order_column=True)).chunks}
+    changed = {k for k in after if k not in before or before[k].get_page_content() != after[k].get_page_content()}
+    assert changed == {"table:orders", "column:orders.coupon_code"}
+
+
+def test_comment_change_keeps_ids_and_changes_content_hash() -> None:
+    a = build_chunks(shop_snapshot()).chunks
+    b = build_chunks(shop_snapshot(customer_comment="Buyers.")).chunks
+    assert [c.id for c in a] == [c.id for c in b]
+    differing = {x.id.split(":", 2)[2] for x, y in zip(a, b, strict=True) if x.content_hash != y.content_hash}
+    assert "table:customers" in differing and "column:customers.email" in differing
+    assert not any(d.startswith(("table:orders", "column:orders")) for d in differing)
