@@ -1,7 +1,14 @@
 """The adapter seam: read a datasource's structure (cheaply) or its full snapshot.
 
-``read_fingerprint`` is what a drift check costs: structure only, no statistics, no row
-scans. ``read_snapshot`` adds statistics within a time budget.
+``read_structure`` is what a drift check costs: tables, columns, keys, comments,
+annotations and name-based PII flags; no statistics, no row scans. ``read_snapshot`` adds
+statistics (and value-based PII flags) within a time budget. For the same database,
+``compute_fingerprint(read_structure())`` and ``compute_metadata_hash(info, read_structure())``
+equal the snapshot's ``fingerprint`` and ``metadata_hash``.
+
+Schema names: where the database has a schema level, tables carry its real name
+(PostgreSQL ``public``, DuckDB ``main``); SQLite (no schema level) and MySQL/MariaDB (schema ==
+database) use ``None`` for the URL's own database.
 """
 
 from __future__ import annotations
@@ -10,11 +17,16 @@ from datetime import datetime
 from typing import Protocol
 
 from nl2sql_assets.config import DatasourceConfig
-from nl2sql_assets.schema.models import SchemaSnapshot, Table
+from nl2sql_assets.schema.models import DatasourceInfo, MetricDefinition, SchemaSnapshot, Table
 
 
 class SchemaAdapter(Protocol):
     config: DatasourceConfig
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite``, ``duckdb``, ``postgresql``, ``mariadb``, ``mysql``, ... (the SQL the datasource speaks)."""
+        ...
 
     def read_structure(self) -> list[Table]:
         """Tables, columns, keys and comments; no statistics. Raises DatasourceError."""
@@ -28,12 +40,34 @@ class SchemaAdapter(Protocol):
         ...
 
 
-def open_adapter(config: DatasourceConfig, *, stats_budget_s: float = 30.0) -> SchemaAdapter:
-    """The adapter for a datasource's URL: native DuckDB for ``duckdb://``, SQLAlchemy otherwise."""
+def datasource_info(config: DatasourceConfig, dialect: str) -> DatasourceInfo:
+    """The snapshot's datasource section, from the datasources-file entry (never the URL)."""
+    return DatasourceInfo(
+        id=config.id,
+        dialect=dialect,
+        description=config.description,
+        domains=list(config.domains),
+        example_questions=list(config.example_questions),
+        tenant=config.tenant,
+        metrics=[MetricDefinition(name=m.name, definition=m.definition, grain=m.grain,
+                                  description=m.description) for m in config.metrics],
+    )
+
+
+def open_adapter(config: DatasourceConfig, *, stats_budget_s: float = 30.0,
+                 sample_rows: int | None = None) -> SchemaAdapter:
+    """The adapter for a datasource's URL: native DuckDB for ``duckdb://``, SQLAlchemy otherwise.
+
+    Nothing connects until the first read. ``sample_rows`` overrides the rows sampled per
+    table for statistics (default :data:`nl2sql_assets.adapters.stats.DEFAULT_SAMPLE_ROWS`).
+    """
+    from nl2sql_assets.adapters.stats import DEFAULT_SAMPLE_ROWS
+
+    rows = sample_rows or DEFAULT_SAMPLE_ROWS
     if config.is_duckdb:
         from nl2sql_assets.adapters.duckdb import DuckDBAdapter
 
-        return DuckDBAdapter(config, stats_budget_s=stats_budget_s)
+        return DuckDBAdapter(config, stats_budget_s=stats_budget_s, sample_rows=rows)
     from nl2sql_assets.adapters.sqlalchemy import SQLAlchemyAdapter
 
-    return SQLAlchemyAdapter(config, stats_budget_s=stats_budget_s)
+    return SQLAlchemyAdapter(config, stats_budget_s=stats_budget_s, sample_rows=rows)

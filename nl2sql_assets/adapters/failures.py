@@ -1,0 +1,72 @@
+"""Driver exceptions -> clear :class:`DatasourceUnavailableError` messages without secrets.
+
+Driver messages are useful ("connection refused", "permission denied for schema x") but may
+echo parts of the URL. Every message is passed through :func:`redact_text` with the
+password both as written in the URL (percent-encoded) and decoded, and the original
+exception is not chained (``from None``), so no traceback carries it either.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+from nl2sql_assets.config import redact_text, url_password
+from nl2sql_assets.errors import DatasourceUnavailableError
+
+_MAX_DETAIL = 300
+
+# (category, lower-case fragments of driver messages)
+_CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
+    ("permission denied", ("permission denied", "access denied", "command denied", "not authorized",
+                           "insufficient privilege", "must be owner")),
+    ("authentication failed", ("password authentication failed", "authentication failed",
+                               "no password supplied", "role \"")),
+    ("database not found", ("unknown database", "database \"", "no such database")),
+    ("server unreachable", ("could not connect", "connection refused", "can't connect", "timeout expired",
+                            "timed out", "could not translate host name", "name or service not known",
+                            "unknown host", "no route to host", "network is unreachable",
+                            "server closed the connection", "lost connection", "connection reset")),
+    ("file is locked", ("could not set lock", "database is locked", "conflicting lock")),
+]
+
+
+def secrets_of(url: str) -> list[str]:
+    """The strings to remove from any text derived from ``url``: its password, encoded and decoded.
+
+    >>> secrets_of("postgresql://u:p%40ss@h/db")
+    ['p%40ss', 'p@ss']
+    >>> secrets_of("sqlite:///x.db")
+    []
+    """
+    password = url_password(url)
+    if not password:
+        return []
+    decoded = unquote(password)
+    return [password] if decoded == password else [password, decoded]
+
+
+def describe_exception(exc: BaseException, secrets: list[str]) -> str:
+    """``Category (ExcType: first lines of the driver message)``, redacted and shortened."""
+    original = getattr(exc, "orig", None) or exc
+    text = str(original).strip() or type(original).__name__
+    detail = " ".join(line.strip() for line in text.splitlines()[:3] if line.strip())
+    # SQLAlchemy appends the statement and a background link; neither helps the reader.
+    detail = detail.split("[SQL:", 1)[0].split("(Background on this error", 1)[0].strip()
+    detail = redact_text(detail, secrets)
+    if len(detail) > _MAX_DETAIL:
+        detail = detail[:_MAX_DETAIL] + "..."
+    lowered = str(original).lower()
+    category = "cannot read the database"
+    for name, fragments in _CATEGORIES:
+        if any(f in lowered for f in fragments):
+            category = name
+            break
+    return f"{category} ({type(original).__name__}: {detail})"
+
+
+def unavailable(datasource_id: str, exc: BaseException, secrets: list[str],
+                doing: str | None = None) -> DatasourceUnavailableError:
+    """The error to raise for a driver failure; the caller raises it ``from None``."""
+    prefix = f"{doing}: " if doing else ""
+    return DatasourceUnavailableError(datasource_id, redact_text(prefix + describe_exception(exc, secrets),
+                                                                 secrets))
