@@ -49,14 +49,17 @@ def prepare_instance(settings: Settings) -> dg.DagsterInstance:
 class IndexResources:
     """The five resources for in-process runs, built from one Settings and shared by every run."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, embeddings: EmbeddingsResource | None = None,
+                 keep_versions: int | None = None) -> None:
         self.settings = settings
         self.datasources = DatasourcesResource(path=str(settings.datasources_path))
         self.schema_store = SchemaStoreResource(url=settings.schema_store_url)
         key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-        self.embeddings = EmbeddingsResource(provider=settings.embedding_provider, model=settings.embedding_model,
-                                             openai_api_key=key, openai_base_url=settings.openai_base_url)
-        self.vector_store = VectorStoreResource(chroma_host=settings.chroma_host, chroma_port=settings.chroma_port)
+        self.embeddings = embeddings or EmbeddingsResource(
+            provider=settings.embedding_provider, model=settings.embedding_model,
+            openai_api_key=key, openai_base_url=settings.openai_base_url)
+        self.vector_store = VectorStoreResource(chroma_host=settings.chroma_host, chroma_port=settings.chroma_port,
+                                                keep_versions=keep_versions)
         self.llm = LLMResource(enrichment=settings.enrichment, openai_api_key=key,
                                openai_base_url=settings.openai_base_url)
 

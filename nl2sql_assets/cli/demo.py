@@ -1,0 +1,48 @@
+"""``nl2sql-assets demo [--no-retrieve]``: create the demo datasources, index them, show retrievals.
+
+Works on a fresh machine with no API key and no server: embedded SQLite/DuckDB databases,
+the local ONNX embedding model, embedded Chroma and a SQLite Dagster instance, all under
+``NL2SQL_HOME`` (default ``./.nl2sql``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from nl2sql_assets.config import Settings
+
+log = logging.getLogger(__name__)
+SAMPLE_QUESTIONS = 3
+
+
+def _print_retrievals(settings: Settings) -> None:
+    try:
+        from nl2sql_assets.retrieval import retriever as retrieval
+    except ImportError:
+        print("(sample retrievals: the retriever is not installed in this build)")
+        return
+    from nl2sql_assets.demo import DEMO_QUESTIONS  # type: ignore[attr-defined]
+
+    with retrieval.SchemaRetriever.from_settings(settings) as retriever:  # type: ignore[attr-defined]
+        for question in DEMO_QUESTIONS[:SAMPLE_QUESTIONS]:
+            text = getattr(question, "question", question)
+            result = retriever.retrieve(text)
+            tables = ", ".join(t.name for t in result.tables[:5]) or "-"
+            print(f"  {text}\n    -> {result.datasource or '-'}: {tables}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from nl2sql_assets.cli.index import index_and_report
+    from nl2sql_assets.demo import create_demo
+
+    settings = Settings.from_env()
+    path = Path(create_demo(settings.home, datasources_path=settings.datasources_path))
+    print(f"demo datasources: {path}")
+    status = index_and_report(settings, [])
+    if status != 0 or args.no_retrieve:
+        return status
+    print("sample retrievals:")
+    _print_retrievals(settings)
+    return 0

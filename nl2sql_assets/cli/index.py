@@ -1,0 +1,38 @@
+"""``nl2sql-assets index [--datasource ID]...``: drift detection, then materialize through Dagster.
+
+Runs ``index_job`` in process for every new structure (a new partition) or documentation
+change (the current partition), recorded on the Dagster instance in ``DAGSTER_HOME``
+(default ``$NL2SQL_HOME/dagster``), so the UI shows these runs like the sensor's. Prints one
+line per datasource; exits 1 naming the datasources that failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from nl2sql_assets.config import Settings
+
+
+def index_and_report(settings: Settings, datasource_ids: list[str]) -> int:
+    """Index, print one line per datasource, and return the exit status (shared with ``demo``)."""
+    from nl2sql_assets.defs.runner import prepare_instance, run_index
+
+    instance = prepare_instance(settings)
+    try:
+        results = run_index(settings, datasource_ids, instance=instance)
+    finally:
+        instance.dispose()
+    if not results:
+        print(f"no datasources in {settings.datasources_path}")
+    for result in results:
+        print(result.line())
+    failed = [r.datasource_id for r in results if r.status == "failed"]
+    if failed:
+        print(f"nl2sql-assets index: failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    return index_and_report(Settings.from_env(), list(args.datasource or []))
