@@ -185,3 +185,45 @@ def test_demo_questions_name_real_tables(demo_home: Path) -> None:
         url = configs[q.datasource].url
         tables = set(duckdb_tables(db_path(url)) if configs[q.datasource].is_duckdb else sqlite_tables(db_path(url)))
         assert set(q.tables) <= tables, q
+
+
+def test_adapters_read_the_demo(demo_home: Path) -> None:
+    """Through the product's own adapters: 25+ tables, keys, documentation and PII flags."""
+    from datetime import UTC, datetime
+
+    from nl2sql_assets.adapters.base import open_adapter
+
+    snapshots = {}
+    for config in load_datasources(demo_home / "datasources.yaml"):
+        adapter = open_adapter(config, stats_budget_s=20)
+        try:
+            snapshots[config.id] = adapter.read_snapshot(datetime(2026, 1, 1, tzinfo=UTC))
+        finally:
+            adapter.close()
+    assert sum(1 for s in snapshots.values() for t in s.tables if t.kind == "table") >= 25
+    assert snapshots["commerce"].datasource.dialect == "duckdb" and snapshots["hr"].datasource.dialect == "sqlite"
+
+    commerce, hr = snapshots["commerce"], snapshots["hr"]
+    returns = commerce.table("returns")
+    assert returns is not None and [(fk.columns, fk.ref_table, fk.ref_columns) for fk in returns.foreign_keys] == [
+        (["order_id", "line_no"], "order_items", ["order_id", "line_no"])]
+    orders = commerce.table("orders")
+    assert orders is not None and orders.comment and orders.row_count == 1500
+    assert sorted(fk.columns[0] for fk in orders.foreign_keys if fk.ref_table == "addresses") == [
+        "billing_address_id", "shipping_address_id"]
+    employees = hr.table("employees")
+    assert employees is not None and employees.description and employees.description.startswith("Everyone")
+    assert any(fk.columns == ["manager_id"] and fk.ref_table == "employees" for fk in employees.foreign_keys)
+    manager = employees.column("manager_id")
+    assert manager is not None and "supervisor" in manager.synonyms
+
+    flagged = {(ds, t.name, c.name) for ds, s in snapshots.items() for t in s.tables for c in t.columns if c.pii}
+    for expected in [("commerce", "customers", "email"), ("commerce", "customers", "phone"),
+                     ("hr", "employees", "iban"), ("hr", "employees", "work_email"),
+                     ("hr", "employees", "national_id"), ("support", "contacts", "email")]:
+        assert expected in flagged, expected
+    for s in snapshots.values():
+        for t in s.tables:
+            for c in t.columns:
+                if c.pii and c.stats is not None:
+                    assert c.stats.min_value is None and c.stats.max_value is None and not c.stats.top_values

@@ -214,9 +214,9 @@ def test_drift_on_postgresql(pg_schema: str, postgres_url: str, store: SqlSchema
             conn.exec_driver_sql(f'ALTER TABLE "{pg_schema}".orders ADD COLUMN status text')
         [r2] = check_drift([config], store, now=T0 + timedelta(hours=1))
         assert r2.status == "changed" and r2.summary == "1 column added"
+        register([config], store, [r2], T0 + timedelta(hours=1))
         with engine.begin() as conn:
             conn.exec_driver_sql(f'COMMENT ON TABLE "{pg_schema}".customers IS \'People who buy\'')
-        register([config], store, [r2], T0 + timedelta(hours=1))
         [r3] = check_drift([config], store, now=T0 + timedelta(hours=2))
         assert r3.status == "metadata_changed" and r3.current_version == r2.proposed_version
     finally:
