@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 from nl2sql_assets.errors import EmbeddingError
 from nl2sql_assets.indexing.embeddings import EmbedResult
@@ -181,3 +183,17 @@ class FailingProvider:
             raise EmbeddingError(f"injected failure after {self.fail_after} texts")
         self.texts_seen += len(texts)
         return self.inner.embed(texts)  # type: ignore[attr-defined,no-any-return]
+
+
+def embedding_service_for(provider: object, cache_dir: Path) -> CachingService:
+    """An embedding service over ``provider`` with a fresh cache in ``cache_dir``."""
+    del cache_dir
+    return CachingService(provider)
+
+
+@pytest.fixture(scope="session")
+def model_provider() -> object:
+    """The embedding model for integration tests, loaded once per session."""
+    from tests.fakes import HashEmbedder
+
+    return HashEmbedder(384)

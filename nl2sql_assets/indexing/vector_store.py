@@ -153,10 +153,14 @@ def _is_unavailable(exc: BaseException) -> bool:
     import httpx
     from chromadb.errors import ChromaError, InternalError, RateLimitError
 
-    if isinstance(exc, (httpx.TransportError, ConnectionError, TimeoutError, InternalError, RateLimitError)):
-        return True
-    if isinstance(exc, OSError):
-        return True
+    seen: BaseException | None = exc
+    for _ in range(5):  # the client wraps connect errors (ValueError "Could not connect ..."): follow the chain
+        if seen is None:
+            break
+        if isinstance(seen, (httpx.TransportError, ConnectionError, TimeoutError, InternalError, RateLimitError,
+                             OSError)):
+            return True
+        seen = seen.__cause__ or seen.__context__
     # the HTTP client raises a bare Exception for non-JSON server errors (502, 503, ...)
     return type(exc) is Exception and not isinstance(exc, ChromaError)
 
@@ -781,10 +785,28 @@ class ChromaVectorStore:
             self._collection = self._call("open collection", lambda: self._get_collection(self.collection_name))
         return self._collection
 
+    def close(self) -> None:
+        """Forget the client and collection handles (a factory-built client is rebuilt on the next call)."""
+        self._collection = self._manifest = None
+        if self._client_factory is not None:
+            self._client_obj = None
+
     def count(self) -> int:
         """Records in the collection, every datasource and generation (diagnostics)."""
         coll = self._get_any_collection()
         return 0 if coll is None else int(self._call("count", coll.count))
+
+
+HTTP_TIMEOUT = (5.0, 60.0)  # connect, read (seconds)
+
+
+def _bound_http_timeouts(client: ClientAPI) -> None:
+    """Chroma's HTTP client waits forever by default; a hung server must fail (and trip the breaker)."""
+    import httpx
+
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    if isinstance(session, httpx.Client):
+        session.timeout = httpx.Timeout(HTTP_TIMEOUT[1], connect=HTTP_TIMEOUT[0])
 
 
 def build_vector_store(settings: Settings, embeddings: EmbeddingsLike, *,
@@ -801,7 +823,9 @@ def build_vector_store(settings: Settings, embeddings: EmbeddingsLike, *,
         host, port = settings.chroma_host, settings.chroma_port
 
         def http_client() -> ClientAPI:
-            return chromadb.HttpClient(host=host, port=port, settings=chroma_settings)
+            client = chromadb.HttpClient(host=host, port=port, settings=chroma_settings)
+            _bound_http_timeouts(client)
+            return client
 
         return ChromaVectorStore(http_client, embeddings, collection_name=collection_name, breaker=breaker,
                                  where=f"chroma server {host}:{port}")
