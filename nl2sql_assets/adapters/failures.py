@@ -17,16 +17,17 @@ _MAX_DETAIL = 300
 
 # (category, lower-case fragments of driver messages)
 _CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
+    ("authentication failed", ("password authentication failed", "using password:", "authentication failed",
+                               "no password supplied", "role \"")),
     ("permission denied", ("permission denied", "access denied", "command denied", "not authorized",
                            "insufficient privilege", "must be owner")),
-    ("authentication failed", ("password authentication failed", "authentication failed",
-                               "no password supplied", "role \"")),
     ("database not found", ("unknown database", "database \"", "no such database")),
     ("server unreachable", ("could not connect", "connection refused", "can't connect", "timeout expired",
                             "timed out", "could not translate host name", "name or service not known",
                             "unknown host", "no route to host", "network is unreachable",
                             "server closed the connection", "lost connection", "connection reset")),
-    ("file is locked", ("could not set lock", "database is locked", "conflicting lock")),
+    ("file is locked", ("could not set lock", "database is locked", "conflicting lock",
+                        "different configuration")),
 ]
 
 

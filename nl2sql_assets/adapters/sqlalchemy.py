@@ -128,6 +128,28 @@ _PG_CONSTRAINTS = (
     "LEFT JOIN pg_namespace AS rn ON rn.oid = rc.relnamespace "
     f"WHERE co.contype IN ('p', 'u', 'f') AND {_PG_REL_FILTER} ORDER BY co.conrelid, co.conname"
 )
+# --------------------------------------------------------------------------------------------
+# MySQL / MariaDB: three information_schema queries (SQLAlchemy's MySQL reflection parses
+# SHOW CREATE TABLE and returns a column named ``a`b`` as ``a``b``; the catalog does not)
+# --------------------------------------------------------------------------------------------
+_MY_TABLES = (
+    "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE, TABLE_COMMENT FROM information_schema.TABLES "
+    "WHERE TABLE_SCHEMA IN :schemas AND TABLE_TYPE IN ('BASE TABLE', 'VIEW', 'SYSTEM VERSIONED')"
+)
+_MY_COLUMNS = (
+    "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLUMN_DEFAULT, COLUMN_COMMENT "
+    "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA IN :schemas "
+    "ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION"
+)
+_MY_CONSTRAINTS = (
+    "SELECT tc.TABLE_SCHEMA, tc.TABLE_NAME, tc.CONSTRAINT_NAME, tc.CONSTRAINT_TYPE, k.COLUMN_NAME, "
+    "k.REFERENCED_TABLE_SCHEMA, k.REFERENCED_TABLE_NAME, k.REFERENCED_COLUMN_NAME "
+    "FROM information_schema.TABLE_CONSTRAINTS AS tc JOIN information_schema.KEY_COLUMN_USAGE AS k "
+    "ON k.CONSTRAINT_SCHEMA = tc.CONSTRAINT_SCHEMA AND k.TABLE_SCHEMA = tc.TABLE_SCHEMA "
+    "AND k.TABLE_NAME = tc.TABLE_NAME AND k.CONSTRAINT_NAME = tc.CONSTRAINT_NAME "
+    "WHERE tc.TABLE_SCHEMA IN :schemas AND tc.CONSTRAINT_TYPE IN ('PRIMARY KEY', 'UNIQUE', 'FOREIGN KEY') "
+    "ORDER BY tc.TABLE_SCHEMA, tc.TABLE_NAME, tc.CONSTRAINT_NAME, k.ORDINAL_POSITION"
+)
 _PG_ESTIMATES = (
     "SELECT n.nspname, c.relname, c.reltuples FROM pg_class AS c "
     "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
@@ -411,6 +433,8 @@ class SQLAlchemyAdapter:
                 raw = self._read_sqlite(conn)
             elif self.reflection == "auto" and self.dialect == "postgresql":
                 raw = self._read_postgresql(conn)
+            elif self.reflection == "auto" and self.dialect in ("mysql", "mariadb"):
+                raw = self._read_mysql(conn)
             else:
                 raw = self._read_inspector(conn)
         except DatasourceError:
@@ -528,6 +552,53 @@ class SQLAlchemyAdapter:
                 raw.uniques.append((cname, list(cols)))
             else:
                 raw.foreign_keys.append(RawForeignKey(cname, list(cols), ref_schema, ref_table, list(ref_cols)))
+        return list(tables.values())
+
+    # MySQL / MariaDB ----------------------------------------------------------------------
+    def _read_mysql(self, conn: Connection) -> list[RawTable]:
+        schemas = self._inspector_schemas(sa.inspect(conn))
+        default = self._default_schema
+        names = [s or default for s in schemas]
+
+        def key(schema: str) -> str | None:
+            return None if schema == default else schema
+
+        def run(sql: str) -> sa.CursorResult[Any]:
+            stmt = sa.text(sql).bindparams(sa.bindparam("schemas", expanding=True))
+            return conn.execute(stmt, {"schemas": names})
+
+        tables: dict[tuple[str | None, str], RawTable] = {}
+        for schema, name, ttype, comment in run(_MY_TABLES):
+            view = ttype == "VIEW"
+            tables[(key(schema), name)] = RawTable(key(schema), name, "view" if view else "table",
+                                                   None if view else comment)
+        for schema, name, col, ctype, nullable, default_value, comment in run(_MY_COLUMNS):
+            raw = tables.get((key(schema), name))
+            if raw is not None:
+                if default_value is not None and str(default_value).upper() == "NULL":
+                    default_value = None
+                raw.columns.append(RawColumn(col, str(ctype), nullable == "YES",
+                                             None if default_value is None else str(default_value), comment))
+        fks: dict[tuple[str | None, str, str], RawForeignKey] = {}
+        uniques: dict[tuple[str | None, str, str], list[str]] = {}
+        for schema, name, cname, ctype, col, ref_schema, ref_table, ref_col in run(_MY_CONSTRAINTS):
+            raw = tables.get((key(schema), name))
+            if raw is None:
+                continue
+            if ctype == "PRIMARY KEY":
+                raw.primary_key.append(col)
+            elif ctype == "UNIQUE":
+                if (key(schema), name, cname) not in uniques:
+                    uniques[(key(schema), name, cname)] = []
+                    raw.uniques.append((cname, uniques[(key(schema), name, cname)]))
+                uniques[(key(schema), name, cname)].append(col)
+            else:
+                fk = fks.get((key(schema), name, cname))
+                if fk is None:
+                    fk = fks[(key(schema), name, cname)] = RawForeignKey(cname, [], key(ref_schema), ref_table, [])
+                    raw.foreign_keys.append(fk)
+                fk.columns.append(col)
+                fk.ref_columns.append(ref_col)
         return list(tables.values())
 
     # Generic: SQLAlchemy bulk reflection ---------------------------------------------------
