@@ -96,6 +96,27 @@ def _short_value(value: str, limit: int = MAX_SAMPLE_CHARS) -> str:
     return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
+_ISO_DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]")
+
+
+def _range_value(value: str, family: str) -> str:
+    """A compact bound: datetimes to the day, long decimals to 2 places.
+
+    >>> _range_value("2025-01-03 04:49:39.169123", "datetime"), _range_value("12.345678", "decimal")
+    ('2025-01-03', '12.35')
+    """
+    value = value.strip()
+    if family == "datetime" and _ISO_DATE_RE.match(value):
+        return value[:10]
+    if family in ("float", "decimal"):
+        try:
+            number = float(value)
+        except ValueError:
+            return _short_value(value, 25)
+        return f"{number:.2f}".rstrip("0").rstrip(".") if "." in value or "e" in value.lower() else value
+    return _short_value(value, 25)
+
+
 def _first_sentence(text: str | None, limit: int = MAX_CONTEXT_CHARS) -> str | None:
     """The first sentence of a description, cut to ``limit`` characters (column context).
 
@@ -133,7 +154,7 @@ def column_stats_text(column: Column, row_count: int | None = None) -> str | Non
             parts.append(f"{stats.distinct_count} distinct {noun}")
     if (not column.pii and column.type_family in _RANGE_FAMILIES
             and stats.min_value is not None and stats.max_value is not None):
-        low, high = _short_value(stats.min_value, 25), _short_value(stats.max_value, 25)
+        low, high = _range_value(stats.min_value, column.type_family), _range_value(stats.max_value, column.type_family)
         parts.append(f"from {low} to {high}" if low != high else f"always {low}")
     if not parts:
         return None
@@ -228,7 +249,7 @@ class SchemaChunkBuilder:
         fks = []
         for fk in table.foreign_keys:
             cols = ", ".join(split_identifier(c) or c for c in fk.columns)
-            fks.append(f"{cols} -> {fk.ref_table}")
+            fks.append(f"{cols} -> {split_identifier(fk.ref_table) or fk.ref_table}")
         return TableChunk(
             **self._common(snapshot, version, "schema.table", table.qualified_name),
             schema_name=table.schema_name,

@@ -46,6 +46,16 @@ def _words(name: str) -> str:
     return split_identifier(name) or name
 
 
+def _sentence(text: str) -> str:
+    """``text`` stripped and ending with punctuation.
+
+    >>> _sentence(" Headcount per department "), _sentence("Who left?")
+    ('Headcount per department.', 'Who left?')
+    """
+    text = text.strip()
+    return text if not text or text[-1] in ".?!" else text + "."
+
+
 def _named(name: str) -> str:
     """``name`` followed by its split form where that adds words."""
     split = split_identifier(name)
@@ -126,7 +136,7 @@ class DatasourceChunk(_Chunk):
         if self.domains:
             parts.append("Domains: " + ", ".join(self.domains) + ".")
         if self.example_questions:
-            parts.append("Questions: " + " ".join(q.strip() for q in self.example_questions))
+            parts.append("Questions: " + " ".join(_sentence(q) for q in self.example_questions if q.strip()))
         return " ".join(parts)
 
     def _specific_metadata(self) -> dict[str, MetadataValue]:
@@ -186,11 +196,8 @@ class ColumnChunk(_Chunk):
     pii: bool = False
 
     def get_page_content(self) -> str:
-        parts = [f"Column {_named(self.column)} of table {_named(self.table)}"]
-        if self.table_description:
-            parts[0] += f" ({self.table_description.rstrip('.')})"
         kind = self.type_family if self.type_family != "other" else (self.dtype.lower() or "other")
-        parts[0] += f", {kind}."
+        parts = [f"Column {_named(self.column)} of table {_named(self.table)}, {kind}."]
         if self.description:
             parts.append(self.description.rstrip(".") + ".")
         if self.synonyms:
@@ -203,6 +210,8 @@ class ColumnChunk(_Chunk):
             parts.append(self.stats_text)
         if self.sample_values and not self.pii:
             parts.append("Values: " + ", ".join(self.sample_values) + ".")
+        if self.table_description:
+            parts.append(f"Table: {_sentence(self.table_description)}")
         return " ".join(parts)
 
     def _specific_metadata(self) -> dict[str, MetadataValue]:

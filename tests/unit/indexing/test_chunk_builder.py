@@ -106,6 +106,7 @@ def test_table_chunk_fields(snap: SchemaSnapshot) -> None:
     assert "Primary key: order id." in text
     assert "billing address id integer" in text and "total decimal" in text
     assert "shipping address id -> addresses" in text and "customer id -> customers" in text
+    assert "1200" not in text  # no statistics of columns in the table chunk
     assert "5000 rows." in text
     meta = chunk.get_metadata()
     assert meta["table"] == "orders" and json.loads(str(meta["primary_key"])) == ["order_id"]
@@ -117,7 +118,8 @@ def test_column_chunk_fields(snap: SchemaSnapshot) -> None:
     segment = by_id(chunks, ":column:customers.Segment")
     assert isinstance(segment, ColumnChunk)
     text = segment.get_page_content()
-    assert "Column Segment of table customers (People who buy from the web shop), text." in text
+    assert text.startswith("Column Segment of table customers, text.")
+    assert text.endswith("Table: People who buy from the web shop.")
     assert "Marketing segment." in text and "Also called: tier, customer class." in text
     assert "12% null, 3 distinct values." in text and "Values: retail, wholesale, staff." in text
     signup = by_id(chunks, ":column:customers.SignupDate").get_page_content()
@@ -128,7 +130,7 @@ def test_column_chunk_fields(snap: SchemaSnapshot) -> None:
     meta = fk.get_metadata()
     assert (meta["table"], meta["column"], meta["dtype"], meta["pii"]) == ("orders", "customer_id", "INTEGER", False)
     total = by_id(chunks, ":column:orders.total").get_page_content()
-    assert "(Orders placed in the web shop)" in total and "One row per checkout" not in total  # first sentence only
+    assert "Table: Orders placed in the web shop." in total and "One row per checkout" not in total  # first sentence only
 
 
 def test_no_pii_value_appears_in_any_chunk(snap: SchemaSnapshot) -> None:

@@ -253,17 +253,19 @@ def test_mmr_returns_k_diverse_hits_from_fetch_k(client: chromadb.api.ClientAPI)
     store, _ = make_store(client)
     refresh(store, build_chunks(wide_snapshot(30)))
     plain = store.search("entity 7 attr", k=5)
+    pool = {h.id for h in store.search("entity 7 attr", k=20)}
     diverse = store.search("entity 7 attr", k=5, mmr=True)
     assert len(diverse) == 5 and len({h.id for h in diverse}) == 5
+    assert {h.id for h in diverse} <= pool  # chosen among the fetch_k = 4*k nearest
     assert diverse[0].id == plain[0].id  # the most relevant one always comes first
+    assert [h.id for h in diverse] != [h.id for h in plain]
+    # plain top-5 holds two near-identical column chunks of entity_010; MMR keeps only one of them
+    def t10(hits: list) -> int:  # noqa: ANN001
+        return sum(1 for h in hits if h.metadata["table"] == "entity_010" and h.chunk_type == "schema.column")
 
-    def spread(hits: list) -> float:  # noqa: ANN001 - mean pairwise similarity of the chosen texts
-        service = store.embeddings
-        vecs = np.stack([service.embed_query(h.document) for h in hits])
-        sims = vecs @ vecs.T
-        return float((sims.sum() - len(hits)) / (len(hits) * (len(hits) - 1)))
-
-    assert spread(diverse) <= spread(plain)
+    assert t10(plain) == 2 and t10(diverse) == 1
+    pure = store.search("entity 7 attr", k=5, mmr=True, lambda_mult=1.0)
+    assert [h.id for h in pure] == [h.id for h in plain]  # lambda 1: relevance only
 
 
 def test_bad_search_input_is_rejected(client: chromadb.api.ClientAPI) -> None:
