@@ -113,7 +113,7 @@ class SqlSchemaStore:
 
     Args:
         url: SQLAlchemy URL. ``sqlite:///path.db`` (parent folder created on first use),
-            ``sqlite://`` for a private in-memory store (tests), ``postgresql+psycopg2://...``
+            ``sqlite://`` for a private in-memory store (single-threaded tests), ``postgresql+psycopg2://...``
             (add ``?options=-csearch_path%3D<schema>`` to use a schema other than ``public``),
             ``mysql+pymysql://...?charset=utf8mb4``.
         max_attempts: how often a write is tried when it meets a conflict, lock or deadlock.
@@ -209,8 +209,7 @@ class SqlSchemaStore:
                 except (sa.exc.ProgrammingError, sa.exc.IntegrityError, sa.exc.OperationalError) as exc:
                     # Another process may have created the same table a moment ago; look again.
                     last = exc
-                    if isinstance(exc, sa.exc.OperationalError) and not _is_retryable(exc) \
-                            and "already exists" not in str(exc).lower():
+                    if not (_is_retryable(exc) or "already exists" in str(exc).lower()):
                         break
                     time.sleep(0.05 * (attempt + 1) + random.random() * 0.05)
                 except sa.exc.SQLAlchemyError as exc:
@@ -338,12 +337,17 @@ class SqlSchemaStore:
         - a new structure (including one equal to an older, non-latest version) gets a new
           version: ``schema_version`` when given, else :meth:`propose_version`.
 
+        ``schema_version`` defaults to ``snapshot.schema_version``, so a stored snapshot that
+        was enriched and registered again updates exactly its own version.
+
         Raises:
             SchemaStoreError: ``schema_version`` is malformed, does not end with the
                 snapshot's fingerprint prefix, names a stored version of another
                 structure, or is not later than the latest version.
         """
         fp = snapshot.fingerprint
+        if schema_version is None:
+            schema_version = snapshot.schema_version
         if schema_version is not None:
             try:
                 parse_schema_version(schema_version)

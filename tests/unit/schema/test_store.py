@@ -172,6 +172,19 @@ def test_register_with_a_requested_version(store: SqlSchemaStore) -> None:
     assert store.get_latest("sales").schema_version == v2  # type: ignore[union-attr]
 
 
+def test_a_stored_snapshot_registered_again_targets_its_own_version(store: SqlSchemaStore) -> None:
+    first = store.register_snapshot(numbered(1))
+    store.register_snapshot(numbered(2))
+    fetched = store.get_snapshot("sales", first.schema_version)
+    enriched = SchemaSnapshot.create(fetched.datasource, [
+        t.model_copy(update={"description": f"about {t.name}"}) for t in fetched.tables
+    ], fetched.captured_at).with_version(first.schema_version)
+    r = store.register_snapshot(enriched)
+    assert (r.status, r.schema_version) == ("metadata_updated", first.schema_version)
+    assert store.get_snapshot("sales", first.schema_version).tables[0].description is not None
+    assert len(store.list_versions("sales")) == 2
+
+
 def test_requested_version_resolves_to_the_latest_with_the_same_structure(store: SqlSchemaStore) -> None:
     first = store.register_snapshot(numbered(1))
     other = f"20300101000000_{numbered(1).fingerprint[:8]}"
