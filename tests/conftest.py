@@ -110,3 +110,13 @@ def sqlite_url(tmp_path: Path) -> str:
 @pytest.fixture
 def duckdb_url(tmp_path: Path) -> str:
     return f"duckdb:///{tmp_path / 'db.duckdb'}"
+
+
+@pytest.fixture(scope="session")
+def local_embedder():
+    """The real local embedding model (all-MiniLM-L6-v2 ONNX), loaded once per test session."""
+    from nl2sql_assets.indexing.onnx_minilm import OnnxMiniLMEmbedder
+
+    embedder = OnnxMiniLMEmbedder()
+    embedder.load()
+    return embedder

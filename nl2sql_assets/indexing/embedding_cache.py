@@ -1,0 +1,147 @@
+"""The content-addressed embedding cache: (model identity, sha256 of the text) -> vector.
+
+Persisted in one SQLite file under ``NL2SQL_HOME/cache`` so an unchanged chunk is never
+embedded twice, across schema versions, runs and processes. Two processes may use the same
+file at once (WAL journal, busy timeout; writes are idempotent upserts). Vectors are stored
+as raw little-endian float32 BLOBs with their dimension.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from nl2sql_assets.errors import EmbeddingError
+from nl2sql_assets.indexing.models import ModelIdentity
+
+logger = logging.getLogger(__name__)
+
+CACHE_FILE_NAME = "embeddings.sqlite3"
+_LOOKUP_CHUNK = 500
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS embeddings (
+    model_key TEXT NOT NULL,
+    text_sha256 TEXT NOT NULL,
+    dimension INTEGER NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (model_key, text_sha256)
+) WITHOUT ROWID
+"""
+
+
+def text_key(text: str) -> str:
+    """The content address of a text: hex sha256 of its UTF-8 bytes.
+
+    >>> text_key("orders")[:16]
+    '1c168adb00d208e4'
+    """
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class EmbeddingCache:
+    """Vectors by (model identity, text hash) in a SQLite file.
+
+    Args:
+        path: the SQLite file; its folder is created on first use.
+
+    The connection opens on first use and stays on this object; :meth:`close` releases it.
+    """
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def in_folder(cls, folder: Path | str) -> EmbeddingCache:
+        """The cache file inside a folder (``Settings.cache_path``)."""
+        return cls(Path(folder) / CACHE_FILE_NAME)
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False,
+                                       isolation_level=None)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute(_SCHEMA)
+            except (sqlite3.Error, OSError) as exc:
+                raise EmbeddingError(f"embedding cache {self.path} cannot be opened: {exc}") from None
+            self._conn = conn
+        return self._conn
+
+    def get_many(self, identity: ModelIdentity, texts: Sequence[str]) -> list[np.ndarray | None]:
+        """The cached vector of each text (``None`` where there is none), in input order."""
+        keys = [text_key(t) for t in texts]
+        found: dict[str, np.ndarray] = {}
+        unique = list(dict.fromkeys(keys))
+        with self._lock:
+            conn = self._connection()
+            try:
+                for start in range(0, len(unique), _LOOKUP_CHUNK):
+                    part = unique[start:start + _LOOKUP_CHUNK]
+                    rows = conn.execute(
+                        "SELECT text_sha256, dimension, vector FROM embeddings WHERE model_key = ? "
+                        f"AND text_sha256 IN ({','.join('?' * len(part))})",
+                        [identity.key, *part],
+                    ).fetchall()
+                    for key, dimension, blob in rows:
+                        vector = np.frombuffer(blob, dtype="<f4")
+                        if dimension == identity.dimension and vector.shape == (dimension,):
+                            found[key] = vector
+            except sqlite3.Error as exc:
+                raise EmbeddingError(f"embedding cache {self.path} cannot be read: {exc}") from None
+        return [found.get(k) for k in keys]
+
+    def put_many(self, identity: ModelIdentity, texts: Sequence[str], vectors: np.ndarray) -> None:
+        """Store one vector per text (an existing entry is replaced by the same value).
+
+        Raises:
+            EmbeddingError: the vectors do not have the identity's dimension, or the file fails.
+        """
+        if vectors.ndim != 2 or vectors.shape != (len(texts), identity.dimension):
+            raise EmbeddingError(
+                f"cannot cache vectors of shape {vectors.shape} for {len(texts)} texts "
+                f"of {identity.key}")
+        rows = [(identity.key, text_key(t), identity.dimension,
+                 np.ascontiguousarray(v, dtype="<f4").tobytes()) for t, v in zip(texts, vectors)]
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?)", rows)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise EmbeddingError(f"embedding cache {self.path} cannot be written: {exc}") from None
+
+    def count(self, identity: ModelIdentity | None = None) -> int:
+        """How many vectors are cached (for one model identity, or all)."""
+        with self._lock:
+            conn = self._connection()
+            if identity is None:
+                return int(conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0])
+            return int(conn.execute("SELECT COUNT(*) FROM embeddings WHERE model_key = ?",
+                                    (identity.key,)).fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> EmbeddingCache:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,140 @@
+"""The local provider with the real ONNX model: agreement with the reference, order, batching."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nl2sql_assets.errors import EmbeddingError, EmbeddingModelUnavailableError
+from nl2sql_assets.indexing.onnx_minilm import (
+    DIMENSION,
+    LOCAL_MODEL_NAME,
+    OnnxMiniLMEmbedder,
+    default_model_path,
+    default_tokenizer_path,
+)
+
+REFERENCE = Path(__file__).parents[2] / "fixtures" / "embeddings" / "reference_minilm.json"
+
+
+@pytest.fixture(scope="module")
+def reference() -> dict:
+    return json.loads(REFERENCE.read_text(encoding="utf-8"))
+
+
+def test_identity_is_known_without_loading() -> None:
+    embedder = OnnxMiniLMEmbedder()
+    assert embedder.identity.provider == "local"
+    assert embedder.identity.model == LOCAL_MODEL_NAME
+    assert embedder.identity.dimension == 384
+    assert embedder._session is None  # nothing loaded until first use
+
+
+def test_vectors_agree_with_sentence_transformers_reference(local_embedder, reference) -> None:
+    vectors = local_embedder.embed(reference["texts"])
+    expected = np.asarray(reference["vectors"], dtype=np.float32)
+    cosines = (vectors * expected).sum(axis=1) / np.linalg.norm(expected, axis=1)
+    worst = int(np.argmin(cosines))
+    assert cosines.min() >= 0.99, f"text #{worst} {reference['texts'][worst]!r}: cosine {cosines[worst]:.5f}"
+    # measured 0.99924 (worst) / 0.99954 (mean) for the int8-stored weights
+    assert cosines.mean() >= 0.999
+
+
+def test_nearest_neighbours_agree_with_reference(local_embedder, reference) -> None:
+    vectors = local_embedder.embed(reference["texts"])
+    expected = np.asarray(reference["vectors"], dtype=np.float32)
+    ours, theirs = vectors @ vectors.T, expected @ expected.T
+    np.fill_diagonal(ours, -1.0)
+    np.fill_diagonal(theirs, -1.0)
+    assert (ours.argmax(axis=1) == theirs.argmax(axis=1)).all()
+
+
+def test_long_text_is_truncated_at_256_tokens_like_the_original(local_embedder, reference) -> None:
+    long_index = max(range(len(reference["texts"])), key=lambda i: reference["tokens"][i])
+    assert reference["tokens"][long_index] > 256
+    long_text = reference["texts"][long_index]
+    vector = local_embedder.embed([long_text])[0]
+    expected = np.asarray(reference["vectors"][long_index], dtype=np.float32)
+    assert float(vector @ expected) >= 0.99
+    # words past the limit do not change the vector
+    assert np.allclose(local_embedder.embed([long_text + " extra words at the end" * 20])[0], vector, atol=1e-6)
+
+
+def test_vectors_are_normalized_float32_of_dimension_384(local_embedder) -> None:
+    vectors = local_embedder.embed(["orders", "", "a much longer text about customers and their invoices"])
+    assert vectors.dtype == np.float32
+    assert vectors.shape == (3, DIMENSION)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_order_is_preserved_while_batches_are_sorted_by_length(local_embedder) -> None:
+    texts = [("word " * n).strip() + f" item {n}" for n in (40, 1, 25, 3, 60, 2, 9, 33, 5, 17)]
+    one_by_one = np.stack([local_embedder.embed([t])[0] for t in texts])
+    small_batches = OnnxMiniLMEmbedder(batch_size=3)
+    small_batches._session, small_batches._tokenizer, small_batches._input_names = (
+        local_embedder._session, local_embedder._tokenizer, local_embedder._input_names)
+    together = small_batches.embed(texts)
+    assert np.allclose(together, one_by_one, atol=1e-5)
+    assert np.allclose(local_embedder.embed(texts[::-1]), one_by_one[::-1], atol=1e-5)
+
+
+def test_similar_texts_are_closer_than_unrelated_ones(local_embedder) -> None:
+    q, near, far = local_embedder.embed([
+        "total revenue by month",
+        "table orders: order date, total amount, status",
+        "table employees: first name, hire date, manager",
+    ])
+    assert q @ near > q @ far
+
+
+def test_empty_input_gives_an_empty_matrix(local_embedder) -> None:
+    assert local_embedder.embed([]).shape == (0, DIMENSION)
+
+
+def test_bad_input_is_a_clear_error(local_embedder) -> None:
+    with pytest.raises(EmbeddingError, match="single string"):
+        local_embedder.embed("orders")
+    with pytest.raises(EmbeddingError, match="text #1 is int"):
+        local_embedder.embed(["orders", 3])
+
+
+def test_missing_model_file_names_the_file(tmp_path: Path) -> None:
+    embedder = OnnxMiniLMEmbedder(model_path=tmp_path / "nope.onnx")
+    with pytest.raises(EmbeddingModelUnavailableError, match="nope.onnx is missing"):
+        embedder.embed(["orders"])
+
+
+def test_corrupt_model_file_is_a_clear_error(tmp_path: Path) -> None:
+    broken = tmp_path / "model.onnx"
+    broken.write_bytes(default_model_path().read_bytes()[:100_000])
+    with pytest.raises(EmbeddingModelUnavailableError, match="cannot be loaded by onnxruntime"):
+        OnnxMiniLMEmbedder(model_path=broken).load()
+
+
+def test_corrupt_tokenizer_file_is_a_clear_error(tmp_path: Path) -> None:
+    broken = tmp_path / "tokenizer.json"
+    broken.write_text("{not json", encoding="utf-8")
+    with pytest.raises(EmbeddingModelUnavailableError, match="tokenizer file"):
+        OnnxMiniLMEmbedder(tokenizer_path=broken).load()
+
+
+def test_installed_model_and_tokenizer_are_found() -> None:
+    assert default_model_path().name == "model.onnx" and default_model_path().is_file()
+    assert default_tokenizer_path().is_file()
+
+
+def test_copied_model_with_the_same_bytes_loads(tmp_path: Path) -> None:
+    copy = tmp_path / "model.onnx"
+    shutil.copyfile(default_model_path(), copy)
+    embedder = OnnxMiniLMEmbedder(model_path=copy, threads=1)
+    assert embedder.embed(["orders"]).shape == (1, DIMENSION)
+
+
+@pytest.mark.parametrize("kwargs", [{"batch_size": 0}, {"threads": 0}, {"max_tokens": 1}])
+def test_bad_settings_are_rejected(kwargs: dict) -> None:
+    with pytest.raises(ValueError):
+        OnnxMiniLMEmbedder(**kwargs)
