@@ -1,0 +1,222 @@
+"""The OpenAI provider against a local HTTP server on 127.0.0.1 speaking the embeddings endpoint.
+
+The server is the only test double the project allows: a real HTTP server (stdlib), real
+httpx, real JSON. Each test scripts the server's answers and inspects the requests it got.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nl2sql_assets.config import Settings
+from nl2sql_assets.errors import EmbeddingError
+from nl2sql_assets.indexing.embeddings import build_embedding_service
+from nl2sql_assets.indexing.openai_embeddings import OpenAIEmbedder
+
+API_KEY = "sk-test-a1b2c3d4e5"
+
+
+def fake_vector(text: str, dimension: int) -> list[float]:
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+    return np.random.default_rng(seed).standard_normal(dimension).round(6).tolist()
+
+
+@dataclass
+class Script:
+    """What the fake endpoint answers: queued failures first, then vectors of ``dimension``."""
+
+    dimension: int = 1536
+    failures: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    requests: list[dict] = field(default_factory=list)
+    auth_headers: list[str | None] = field(default_factory=list)
+    shuffle: bool = True
+    hang_seconds: float = 0.0
+
+
+class _Handler(BaseHTTPRequestHandler):
+    script: Script
+
+    def log_message(self, *args: object) -> None:  # keep test output quiet
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        length = int(self.headers.get("Content-Length", 0))
+        body = json.loads(self.rfile.read(length))
+        script = self.script
+        script.requests.append({"path": self.path, **body})
+        script.auth_headers.append(self.headers.get("Authorization"))
+        if script.hang_seconds:
+            threading.Event().wait(script.hang_seconds)
+        if self.path != "/v1/embeddings":
+            return self._send(404, {"error": {"message": f"no route {self.path}"}})
+        if script.failures:
+            status, headers = script.failures.pop(0)
+            message = "Incorrect API key provided: sk-test-***" if status == 401 else f"status {status}"
+            return self._send(status, {"error": {"message": message}}, headers)
+        data = [{"object": "embedding", "index": i, "embedding": fake_vector(t, script.dimension)}
+                for i, t in enumerate(body["input"])]
+        if script.shuffle:
+            data.reverse()  # the API does not promise order: the client sorts by index
+        self._send(200, {"object": "list", "data": data, "model": body["model"],
+                         "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+
+    def _send(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+        raw = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(raw)
+
+
+@dataclass
+class Endpoint:
+    base_url: str
+    script: Script
+
+
+@pytest.fixture
+def endpoint() -> Iterator[Endpoint]:
+    script = Script()
+    handler = type("Handler", (_Handler,), {"script": script})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        yield Endpoint(f"http://127.0.0.1:{server.server_address[1]}/v1", script)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def make(endpoint: Endpoint, **kwargs: object) -> tuple[OpenAIEmbedder, list[float]]:
+    sleeps: list[float] = []
+    embedder = OpenAIEmbedder(API_KEY, base_url=endpoint.base_url, sleep=sleeps.append, **kwargs)  # type: ignore[arg-type]
+    return embedder, sleeps
+
+
+def test_vectors_come_back_in_input_order_normalized(endpoint: Endpoint) -> None:
+    embedder, _ = make(endpoint)
+    texts = ["orders", "customers", "revenue by month"]
+    vectors = embedder.embed(texts)
+    assert vectors.shape == (3, 1536) and vectors.dtype == np.float32
+    for text, vector in zip(texts, vectors):
+        expected = np.asarray(fake_vector(text, 1536), dtype=np.float32)
+        assert np.allclose(vector, expected / np.linalg.norm(expected), atol=1e-6)
+    request = endpoint.script.requests[0]
+    assert request == {"path": "/v1/embeddings", "model": "text-embedding-3-small", "input": texts}
+    assert endpoint.script.auth_headers == [f"Bearer {API_KEY}"]
+    assert embedder.identity.key == "openai/text-embedding-3-small/1536"
+
+
+def test_inputs_are_sent_in_batches(endpoint: Endpoint) -> None:
+    embedder, _ = make(endpoint, batch_size=4)
+    texts = [f"chunk {i}" for i in range(10)]
+    vectors = embedder.embed(texts)
+    assert [len(r["input"]) for r in endpoint.script.requests] == [4, 4, 2]
+    assert vectors.shape == (10, 1536)
+    reversed_vectors = embedder.embed(texts[::-1])
+    assert np.allclose(reversed_vectors, vectors[::-1])
+
+
+@pytest.mark.parametrize("status", [429, 500, 503])
+def test_retryable_failures_are_retried_with_growing_backoff(endpoint: Endpoint, status: int) -> None:
+    endpoint.script.failures = [(status, {}), (status, {})]
+    embedder, sleeps = make(endpoint, backoff=0.5)
+    assert embedder.embed(["orders"]).shape == (1, 1536)
+    assert len(endpoint.script.requests) == 3
+    assert len(sleeps) == 2 and 0.5 <= sleeps[0] < sleeps[1] <= 1.25
+
+
+def test_retry_after_header_is_honoured(endpoint: Endpoint) -> None:
+    endpoint.script.failures = [(429, {"Retry-After": "3"})]
+    embedder, sleeps = make(endpoint)
+    embedder.embed(["orders"])
+    assert sleeps == [3.0]
+
+
+def test_retries_are_bounded(endpoint: Endpoint) -> None:
+    endpoint.script.failures = [(500, {})] * 10
+    embedder, sleeps = make(endpoint, max_retries=2)
+    with pytest.raises(EmbeddingError, match=r"failed after 3 attempts \(last: HTTP 500"):
+        embedder.embed(["orders"])
+    assert len(endpoint.script.requests) == 3 and len(sleeps) == 2
+
+
+def test_timeouts_are_retried_then_reported(endpoint: Endpoint) -> None:
+    endpoint.script.hang_seconds = 0.5
+    embedder, sleeps = make(endpoint, timeout=0.1, max_retries=1)
+    with pytest.raises(EmbeddingError, match="failed after 2 attempts.*Timeout"):
+        embedder.embed(["orders"])
+    assert len(sleeps) == 1
+
+
+def test_unreachable_server_is_reported_after_retries() -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    sleeps: list[float] = []
+    embedder = OpenAIEmbedder(API_KEY, base_url=f"http://127.0.0.1:{port}/v1", max_retries=1,
+                              sleep=sleeps.append)
+    with pytest.raises(EmbeddingError, match="failed after 2 attempts.*ConnectError"):
+        embedder.embed(["orders"])
+
+
+def test_bad_key_is_a_clear_error_without_retry_or_key(endpoint: Endpoint) -> None:
+    endpoint.script.failures = [(401, {})]
+    embedder, sleeps = make(endpoint)
+    with pytest.raises(EmbeddingError, match="rejected the credentials.*OPENAI_API_KEY") as info:
+        embedder.embed(["orders"])
+    assert API_KEY not in str(info.value)
+    assert sleeps == [] and len(endpoint.script.requests) == 1
+
+
+def test_other_client_errors_are_not_retried(endpoint: Endpoint) -> None:
+    endpoint.script.failures = [(400, {})]
+    embedder, sleeps = make(endpoint)
+    with pytest.raises(EmbeddingError, match="HTTP 400"):
+        embedder.embed(["orders"])
+    assert sleeps == []
+
+
+def test_wrong_dimension_is_an_error(endpoint: Endpoint) -> None:
+    endpoint.script.dimension = 3
+    embedder, _ = make(endpoint)
+    with pytest.raises(EmbeddingError, match="dimension 3, expected 1536"):
+        embedder.embed(["orders"])
+
+
+def test_unknown_model_learns_its_dimension_from_the_first_response(endpoint: Endpoint) -> None:
+    endpoint.script.dimension = 256
+    embedder, _ = make(endpoint, model="my-gateway-model")
+    assert embedder.identity.dimension == 256
+    assert endpoint.script.requests[0]["model"] == "my-gateway-model"
+
+
+def test_base_url_from_settings_and_the_cache(endpoint: Endpoint, tmp_path: Path) -> None:
+    settings = Settings.from_env({"NL2SQL_HOME": str(tmp_path), "EMBEDDING_PROVIDER": "openai",
+                                  "OPENAI_API_KEY": API_KEY, "OPENAI_BASE_URL": endpoint.base_url + "/"})
+    service = build_embedding_service(settings)
+    first = service.embed_documents(["orders", "customers"])
+    second = build_embedding_service(settings).embed_documents(["orders", "customers", "payments"])
+    assert (first.embedded, second.embedded, second.from_cache) == (2, 1, 2)
+    assert len(endpoint.script.requests) == 2
+    assert service.identity.key == "openai/text-embedding-3-small/1536"
+
+
+def test_empty_key_is_refused() -> None:
+    with pytest.raises(EmbeddingError, match="OPENAI_API_KEY"):
+        OpenAIEmbedder("")
