@@ -185,15 +185,19 @@ class FailingProvider:
         return self.inner.embed(texts)  # type: ignore[attr-defined,no-any-return]
 
 
-def embedding_service_for(provider: object, cache_dir: Path) -> CachingService:
-    """An embedding service over ``provider`` with a fresh cache in ``cache_dir``."""
-    del cache_dir
-    return CachingService(provider)
+def embedding_service_for(provider: object, cache_dir: Path) -> object:
+    """The real ``EmbeddingService`` over ``provider`` with a fresh persistent cache in ``cache_dir``."""
+    from nl2sql_assets.indexing.embedding_cache import EmbeddingCache
+    from nl2sql_assets.indexing.embeddings import EmbeddingService
+
+    return EmbeddingService(provider, EmbeddingCache.in_folder(cache_dir))  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="session")
 def model_provider() -> object:
-    """The embedding model for integration tests, loaded once per session."""
-    from tests.fakes import HashEmbedder
+    """The real local model (all-MiniLM-L6-v2 on onnxruntime), loaded once per session."""
+    from nl2sql_assets.indexing.onnx_minilm import OnnxMiniLMEmbedder
 
-    return HashEmbedder(384)
+    provider = OnnxMiniLMEmbedder(threads=2)
+    provider.load()
+    return provider

@@ -68,8 +68,6 @@ def refresh(store: ChromaVectorStore, chunk_set: ChunkSet, **kwargs: object):  #
 
 def test_semantic_search_with_the_real_model(new_client: ClientFactory, collection: str,
                                              model_provider: object, tmp_path: Path) -> None:
-    if isinstance(model_provider, HashEmbedder):
-        pytest.skip("semantic assertions need the real model")
     service = embedding_service_for(model_provider, tmp_path / "cache")
     store = ChromaVectorStore(new_client(), service, collection_name=collection)  # type: ignore[arg-type]
     cs = build_chunks(shop_snapshot(description="Orders, customers and payments of the web shop"))
@@ -90,12 +88,12 @@ def test_incremental_refresh_embeds_only_the_changed_tables_chunks(new_client: C
                                                                    model_provider: object, tmp_path: Path) -> None:
     store = ChromaVectorStore(new_client(), embedding_service_for(model_provider, tmp_path / "c1"),  # type: ignore[arg-type]
                               collection_name=collection)
-    v1 = build_chunks(wide_snapshot(40))
+    v1 = build_chunks(wide_snapshot(12))
     refresh(store, v1)
     # a new process: empty embedding cache, the store's own vectors are reused
     fresh = ChromaVectorStore(new_client(), embedding_service_for(model_provider, tmp_path / "c2"),  # type: ignore[arg-type]
                               collection_name=collection)
-    v2 = build_chunks(wide_snapshot(40, changed=frozenset({7})))
+    v2 = build_chunks(wide_snapshot(12, changed=frozenset({7})))
     report = refresh(fresh, v2)
     assert report.embedded == 2  # entity_007's table chunk and its added column
     assert report.embedded + report.from_cache + report.reused == report.upserted == len(v2.chunks)
