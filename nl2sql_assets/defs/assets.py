@@ -19,13 +19,22 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from nl2sql_assets.config import DatasourceConfig
+from nl2sql_assets.defs.checks import (
+    check_chroma_ids,
+    check_chunks_cover_snapshot,
+    check_no_pii_values,
+    check_tables_found,
+    check_vector_identity,
+    chroma_collection_check_specs,
+    schema_chunks_check_specs,
+)
 from nl2sql_assets.defs.partitions import (
     datasource_versions_partitions,
     fingerprint_prefix,
     parse_partition_key,
 )
 from nl2sql_assets.defs.planning import DETECTED_FINGERPRINT_TAG
-from nl2sql_assets.defs.verify import chunk_set_hash
+from nl2sql_assets.defs.verify import chunk_coverage, chunk_set_hash, pii_findings
 from nl2sql_assets.errors import (
     Nl2SqlError,
     PartitionKeyError,
@@ -187,7 +196,6 @@ def schema_snapshot(
                       "registered_as": result.schema_version},
         )
     diff = diff_snapshots(previous, result.snapshot)
-    context.log.info(f"{datasource_id}@{version}: {result.status}; {diff.summary()}")
     metadata = snapshot_metadata(result.snapshot)
     metadata.update({
         "registration": result.status,
@@ -228,7 +236,6 @@ def enriched_snapshot(
         except Nl2SqlError as exc:
             raise _failure(exc, datasource_id, version) from None
     record = outcome.snapshot.enrichment
-    context.log.info(f"{datasource_id}@{version}: enrichment {outcome.status}")
     return dg.MaterializeResult(metadata={
         "datasource": datasource_id,
         "schema_version": version,
@@ -248,7 +255,11 @@ def enriched_snapshot(
     group_name=ASSET_GROUP,
     deps=[enriched_snapshot],
     kinds={"python"},
-    description="Typed retrieval chunks (datasource, table, column, relationship, metric) built from the stored snapshot.",
+    check_specs=schema_chunks_check_specs(),
+    description=(
+        "Typed retrieval chunks (datasource, table, column, relationship, metric) built from the stored "
+        "snapshot; blocking checks: full coverage and no personal data."
+    ),
 )
 def schema_chunks(context: dg.AssetExecutionContext, schema_store: SchemaStoreResource) -> dg.MaterializeResult:
     datasource_id, version = _partition(context)
@@ -256,17 +267,18 @@ def schema_chunks(context: dg.AssetExecutionContext, schema_store: SchemaStoreRe
     started = time.perf_counter()
     chunk_set = _build_chunk_set(snapshot)
     seconds = time.perf_counter() - started
-    counts = chunk_count_metadata(chunk_set)
-    context.log.info(f"{datasource_id}@{version}: {counts['chunks_total']} chunks")
-    return dg.MaterializeResult(metadata={
-        "datasource": datasource_id,
-        "schema_version": version,
-        "tenant": chunk_set.tenant_id,
-        **counts,
-        "chunk_counts": dg.MetadataValue.json({k: v for k, v in chunk_set.counts().items()}),
-        CHUNK_SET_HASH_KEY: chunk_set_hash(chunk_set),
-        "seconds": round(seconds, 4),
-    })
+    return dg.MaterializeResult(
+        metadata={
+            "datasource": datasource_id,
+            "schema_version": version,
+            "tenant": chunk_set.tenant_id,
+            **chunk_count_metadata(chunk_set),
+            "chunk_counts": dg.MetadataValue.json(chunk_set.counts()),
+            CHUNK_SET_HASH_KEY: chunk_set_hash(chunk_set),
+            "seconds": round(seconds, 4),
+        },
+        check_results=[check_chunks_cover_snapshot(snapshot, chunk_set), check_no_pii_values(snapshot, chunk_set)],
+    )
 
 
 def _approved_chunk_hash(context: dg.AssetExecutionContext) -> str | None:
@@ -282,12 +294,36 @@ def _approved_chunk_hash(context: dg.AssetExecutionContext) -> str | None:
     return getattr(value, "value", None) if value is not None else None
 
 
+def _refuse_unchecked(datasource_id: str, version: str, snapshot: SchemaSnapshot, chunk_set: ChunkSet,
+                      approved: str | None) -> None:
+    """Never write a set the blocking checks would reject, nor one other than the checked set.
+
+    ``chroma_collection`` can be materialized alone (UI), after a ``schema_chunks`` whose
+    blocking checks failed; so the two pure checks are repeated here before anything is written.
+    """
+    metadata = {"datasource": datasource_id, "schema_version": version}
+    coverage = chunk_coverage(snapshot, chunk_set)
+    findings = pii_findings(snapshot, chunk_set)
+    if not coverage.ok or findings:
+        what = "chunks do not cover the snapshot" if not coverage.ok else f"{len(findings)} chunk(s) show personal data"
+        raise dg.Failure(description=(f"datasource '{datasource_id}' version '{version}': {what}; "
+                                      "the live index was not replaced"), metadata=metadata)
+    actual = chunk_set_hash(chunk_set)
+    if approved is not None and approved != actual:
+        raise dg.Failure(
+            description=(f"datasource '{datasource_id}' version '{version}': the stored snapshot changed since "
+                         "schema_chunks was checked; materialize schema_chunks (and its checks) again"),
+            metadata={**metadata, "approved_chunk_set_hash": approved, "chunk_set_hash": actual},
+        )
+
+
 @dg.asset(
     partitions_def=datasource_versions_partitions,
     group_name=ASSET_GROUP,
     deps=[schema_chunks],
     kinds={"chroma"},
     pool=INDEX_POOL,
+    check_specs=chroma_collection_check_specs(),
     description=(
         "The chunks embedded into Chroma and made the datasource's live version; keeps the last N "
         "versions per datasource (older versions' chunks are deleted, their records stay)."
@@ -311,15 +347,7 @@ def chroma_collection(
                       "latest_version": latest.schema_version or ""},
         )
     chunk_set = _build_chunk_set(snapshot)
-    approved = _approved_chunk_hash(context)
-    actual = chunk_set_hash(chunk_set)
-    if approved is not None and approved != actual:
-        raise dg.Failure(
-            description=(f"datasource '{datasource_id}' version '{version}': the stored snapshot changed since "
-                         "schema_chunks was checked; materialize schema_chunks (and its checks) again"),
-            metadata={"datasource": datasource_id, "schema_version": version,
-                      "approved_chunk_set_hash": approved, "chunk_set_hash": actual},
-        )
+    _refuse_unchecked(datasource_id, version, snapshot, chunk_set, _approved_chunk_hash(context))
     keep = vector_store.retention()
     try:
         # the newest keep-1 other versions stay in Chroma; the refresh deletes every other one
@@ -332,6 +360,11 @@ def chroma_collection(
         evicted = store.apply_retention(datasource_id, keep)
         if evicted:
             vectors.delete_versions(datasource_id, evicted)
+        checks = [
+            check_vector_identity(service.identity, vectors.stored_identity()),
+            check_tables_found(vectors, snapshot, version),
+            check_chroma_ids(chunk_set, vectors.list_ids(datasource_id, version)),
+        ]
     except Nl2SqlError as exc:
         raise _failure(exc, datasource_id, version) from None
     context.log.info(
@@ -339,29 +372,32 @@ def chroma_collection(
         f"{report.deleted} deleted, {report.embedded} embedded, {report.from_cache} from cache"
         + (f"; evicted {', '.join(evicted)}" if evicted else "")
     )
-    return dg.MaterializeResult(metadata={
-        "datasource": datasource_id,
-        "schema_version": version,
-        "live_version": version,
-        "tenant": chunk_set.tenant_id,
-        **chunk_count_metadata(chunk_set),
-        "chunks_unchanged": report.unchanged,
-        "chunks_upserted": report.upserted,
-        "chunks_deleted": report.deleted,
-        "chunks_embedded": report.embedded,
-        "chunks_from_cache": report.from_cache,
-        "chunks_reused": report.reused,
-        "generation": report.generation,
-        "embedding_provider": report.model.provider,
-        "embedding_model": report.model.model,
-        "embedding_dimension": report.model.dimension,
-        "embedding_identity": report.model.key,
-        "keep_versions": keep,
-        "kept_versions": dg.MetadataValue.json([*kept, version]),
-        "evicted_versions": dg.MetadataValue.json(list(evicted)),
-        CHUNK_SET_HASH_KEY: actual,
-        "refresh_seconds": round(report.seconds, 3),
-    })
+    return dg.MaterializeResult(
+        metadata={
+            "datasource": datasource_id,
+            "schema_version": version,
+            "live_version": version,
+            "tenant": chunk_set.tenant_id,
+            **chunk_count_metadata(chunk_set),
+            "chunks_unchanged": report.unchanged,
+            "chunks_upserted": report.upserted,
+            "chunks_deleted": report.deleted,
+            "chunks_embedded": report.embedded,
+            "chunks_from_cache": report.from_cache,
+            "chunks_reused": report.reused,
+            "generation": report.generation,
+            "embedding_provider": report.model.provider,
+            "embedding_model": report.model.model,
+            "embedding_dimension": report.model.dimension,
+            "embedding_identity": report.model.key,
+            "keep_versions": keep,
+            "kept_versions": dg.MetadataValue.json([*kept, version]),
+            "evicted_versions": dg.MetadataValue.json(list(evicted)),
+            CHUNK_SET_HASH_KEY: chunk_set_hash(chunk_set),
+            "refresh_seconds": round(report.seconds, 3),
+        },
+        check_results=checks,
+    )
 
 
 schema_index_assets = [schema_snapshot, enriched_snapshot, schema_chunks, chroma_collection]

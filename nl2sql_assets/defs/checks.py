@@ -1,84 +1,90 @@
-"""Asset checks, partitioned like their assets.
+"""Asset checks, partitioned like their assets and evaluated in the asset's own step.
 
-On ``schema_chunks`` (blocking: a failure stops the run before ``chroma_collection`` replaces
-the live index): every table and column has exactly one chunk; no chunk shows personal data.
-On ``chroma_collection`` (after the write, ERROR severity): the stored vectors' dimension and
-model equal the provider's; every table is found by a search for its own name within the top
-3; the ids in Chroma equal the ids the SchemaStore's snapshot implies.
+On ``schema_chunks`` (blocking: a failure fails the step, so ``chroma_collection`` never
+replaces the live index with that set): every table and column has exactly one chunk; no
+chunk shows personal data. On ``chroma_collection`` (after the write, ERROR severity): the
+stored model identity and dimension equal the provider's; every table is found by a search
+for its own name within the top 3; Chroma holds exactly the ids the snapshot implies.
+
+Why in the step rather than as separate ``@asset_check`` ops: the checks need the snapshot
+and chunk set the asset has just built, so they reuse them instead of loading and rebuilding
+them once per check, and a run has 4 steps instead of 9 (each step costs several event-log
+writes). The price: a check cannot be re-run alone; re-materialize the partition instead.
 """
 
-
-import warnings
+from collections.abc import Sequence
 
 import dagster as dg
 
-from nl2sql_assets.defs.assets import (
-    _build_chunk_set,
-    _load,
-    _partition,
-    chroma_collection,
-    schema_chunks,
-)
 from nl2sql_assets.defs.partitions import datasource_versions_partitions
 from nl2sql_assets.defs.verify import chunk_coverage, compare_ids, pii_findings
 from nl2sql_assets.errors import Nl2SqlError
-from nl2sql_assets.indexing.models import SearchFilter
-from resources.embeddings import EmbeddingsResource
-from resources.schema_store import SchemaStoreResource
-from resources.vector_store import VectorStoreResource
+from nl2sql_assets.indexing.models import ChunkSet, ModelIdentity, SearchFilter
+from nl2sql_assets.schema.models import SchemaSnapshot
 
 SEARCH_TOP_K = 3
 MAX_LISTED = 20
 
-# Partitioned asset checks are a preview feature in Dagster 1.13; we rely on them knowingly.
-warnings.filterwarnings("ignore", message=".*partitions_def on an AssetCheckSpec.*")
+
+def _spec(name: str, asset: str, description: str, *, blocking: bool) -> dg.AssetCheckSpec:
+    import warnings
+
+    with warnings.catch_warnings():  # partitioned checks are a preview feature in Dagster 1.13
+        warnings.simplefilter("ignore", category=dg.PreviewWarning)
+        return dg.AssetCheckSpec(name, asset=asset, description=description, blocking=blocking,
+                                 partitions_def=datasource_versions_partitions)
 
 
-def _listed(items: list[str]) -> str:
+def schema_chunks_check_specs() -> list[dg.AssetCheckSpec]:
+    return [
+        _spec("chunks_cover_snapshot", "schema_chunks",
+              "One table chunk per table and one column chunk per column of the snapshot.", blocking=True),
+        _spec("no_pii_values_in_chunks", "schema_chunks",
+              "No chunk shows personal data: no value of a PII column, nothing that looks like an e-mail, "
+              "phone, card number, IBAN, national id or IP address.", blocking=True),
+    ]
+
+
+def chroma_collection_check_specs() -> list[dg.AssetCheckSpec]:
+    return [
+        _spec("vector_dimension_matches_provider", "chroma_collection",
+              "The collection's stored model identity (provider, model, dimension) equals the configured "
+              "provider's.", blocking=False),
+        _spec("tables_found_by_name", "chroma_collection",
+              f"Every table is found by a search for its own name within the top {SEARCH_TOP_K} table chunks.",
+              blocking=False),
+        _spec("chroma_matches_schema_store", "chroma_collection",
+              "The chunk ids in Chroma for this version equal those the SchemaStore's snapshot implies.",
+              blocking=False),
+    ]
+
+
+def _listed(items: Sequence[str]) -> str:
     shown = ", ".join(items[:MAX_LISTED])
     return shown + (f" (+{len(items) - MAX_LISTED} more)" if len(items) > MAX_LISTED else "")
 
 
-@dg.asset_check(
-    asset=schema_chunks,
-    blocking=True,
-    partitions_def=datasource_versions_partitions,
-    description="One table chunk per table and one column chunk per column of the snapshot.",
-)
-def chunks_cover_snapshot(
-    context: dg.AssetCheckExecutionContext, schema_store: SchemaStoreResource,
-) -> dg.AssetCheckResult:
-    datasource_id, version = _partition(context)
-    snapshot = _load(schema_store, datasource_id, version)
-    report = chunk_coverage(snapshot, _build_chunk_set(snapshot))
+def _result(name: str, passed: bool, metadata: dict[str, object]) -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(check_name=name, passed=passed, severity=dg.AssetCheckSeverity.ERROR,
+                               metadata=metadata)
+
+
+def check_chunks_cover_snapshot(snapshot: SchemaSnapshot, chunk_set: ChunkSet) -> dg.AssetCheckResult:
+    report = chunk_coverage(snapshot, chunk_set)
+    metadata: dict[str, object] = {
+        "tables": report.tables, "columns": report.columns,
+        "table_chunks": report.table_chunks, "column_chunks": report.column_chunks,
+    }
     problems = {
         "missing_tables": report.missing_tables, "missing_columns": report.missing_columns,
         "duplicate_tables": report.duplicate_tables, "duplicate_columns": report.duplicate_columns,
         "extra_tables": report.extra_tables, "extra_columns": report.extra_columns,
     }
-    metadata: dict[str, object] = {
-        "tables": report.tables, "columns": report.columns,
-        "table_chunks": report.table_chunks, "column_chunks": report.column_chunks,
-    }
     metadata.update({k: _listed(v) for k, v in problems.items() if v})
-    return dg.AssetCheckResult(passed=report.ok, severity=dg.AssetCheckSeverity.ERROR, metadata=metadata)
+    return _result("chunks_cover_snapshot", report.ok, metadata)
 
 
-@dg.asset_check(
-    asset=schema_chunks,
-    blocking=True,
-    partitions_def=datasource_versions_partitions,
-    description=(
-        "No chunk shows personal data: no value of a PII column, nothing that looks like an e-mail, "
-        "phone, card number, IBAN, national id or IP address."
-    ),
-)
-def no_pii_values_in_chunks(
-    context: dg.AssetCheckExecutionContext, schema_store: SchemaStoreResource,
-) -> dg.AssetCheckResult:
-    datasource_id, version = _partition(context)
-    snapshot = _load(schema_store, datasource_id, version)
-    chunk_set = _build_chunk_set(snapshot)
+def check_no_pii_values(snapshot: SchemaSnapshot, chunk_set: ChunkSet) -> dg.AssetCheckResult:
     findings = pii_findings(snapshot, chunk_set)
     metadata: dict[str, object] = {
         "chunks_scanned": len(chunk_set.chunks),
@@ -86,24 +92,12 @@ def no_pii_values_in_chunks(
         "findings": len(findings),
     }
     if findings:  # which chunk and why; never the value itself
-        metadata["first_findings"] = dg.MetadataValue.json(
-            [f.model_dump() for f in findings[:MAX_LISTED]])
-    return dg.AssetCheckResult(passed=not findings, severity=dg.AssetCheckSeverity.ERROR, metadata=metadata)
+        metadata["first_findings"] = dg.MetadataValue.json([f.model_dump() for f in findings[:MAX_LISTED]])
+    return _result("no_pii_values_in_chunks", not findings, metadata)
 
 
-@dg.asset_check(
-    asset=chroma_collection,
-    partitions_def=datasource_versions_partitions,
-    description="The collection's stored model identity (provider, model, dimension) equals the configured provider's.",
-)
-def vector_dimension_matches_provider(
-    context: dg.AssetCheckExecutionContext, embeddings: EmbeddingsResource, vector_store: VectorStoreResource,
-) -> dg.AssetCheckResult:
-    service = embeddings.get_service()
-    configured = service.identity
-    stored = vector_store.get_store(service).stored_identity()
-    passed = stored is not None and stored == configured
-    return dg.AssetCheckResult(passed=passed, severity=dg.AssetCheckSeverity.ERROR, metadata={
+def check_vector_identity(configured: ModelIdentity, stored: ModelIdentity | None) -> dg.AssetCheckResult:
+    return _result("vector_dimension_matches_provider", stored is not None and stored == configured, {
         "configured": configured.key,
         "stored": stored.key if stored is not None else "(none)",
         "configured_dimension": configured.dimension,
@@ -111,66 +105,32 @@ def vector_dimension_matches_provider(
     })
 
 
-@dg.asset_check(
-    asset=chroma_collection,
-    partitions_def=datasource_versions_partitions,
-    description=f"Every table is found by a search for its own name within the top {SEARCH_TOP_K} table chunks.",
-)
-def tables_found_by_name(
-    context: dg.AssetCheckExecutionContext,
-    schema_store: SchemaStoreResource,
-    embeddings: EmbeddingsResource,
-    vector_store: VectorStoreResource,
-) -> dg.AssetCheckResult:
-    datasource_id, version = _partition(context)
-    snapshot = _load(schema_store, datasource_id, version)
-    vectors = vector_store.get_store(embeddings.get_service())
-    where = SearchFilter(datasource_ids=[datasource_id], versions={datasource_id: version},
-                         chunk_types=["schema.table"])
+def check_tables_found(vectors: object, snapshot: SchemaSnapshot, schema_version: str) -> dg.AssetCheckResult:
+    """Search each table's own name among the version's table chunks (one batched query)."""
+    ds = snapshot.datasource_id
+    where = SearchFilter(datasource_ids=[ds], versions={ds: schema_version}, chunk_types=["schema.table"])
     missed: list[str] = []
     try:
-        for table in snapshot.tables:
-            hits = vectors.search(table.name, k=SEARCH_TOP_K, where=where)
-            names = {(h.metadata.get("schema_name") or None, h.metadata.get("table")) for h in hits}
-            if (table.schema_name, table.name) not in names and (None, table.name) not in names:
-                missed.append(table.qualified_name)
+        hits_per_table = vectors.search_many([t.name for t in snapshot.tables], k=SEARCH_TOP_K,  # type: ignore[attr-defined]
+                                             where=where) if snapshot.tables else []
     except Nl2SqlError as exc:
-        return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.ERROR,
-                                   metadata={"error": str(exc)})
-    metadata: dict[str, object] = {"tables": len(snapshot.tables), "found": len(snapshot.tables) - len(missed)}
+        return _result("tables_found_by_name", False, {"error": str(exc)})
+    for table, hits in zip(snapshot.tables, hits_per_table, strict=True):
+        found = {((h.metadata.get("schema_name") or None), h.metadata.get("table")) for h in hits}
+        if (table.schema_name, table.name) not in found:
+            missed.append(table.qualified_name)
+    metadata: dict[str, object] = {"tables": len(snapshot.tables), "found": len(snapshot.tables) - len(missed),
+                                   "top_k": SEARCH_TOP_K}
     if missed:
         metadata["missed"] = _listed(missed)
-    return dg.AssetCheckResult(passed=not missed, severity=dg.AssetCheckSeverity.ERROR, metadata=metadata)
+    return _result("tables_found_by_name", not missed, metadata)
 
 
-@dg.asset_check(
-    asset=chroma_collection,
-    partitions_def=datasource_versions_partitions,
-    description="The chunk ids in Chroma for this version equal those the SchemaStore's snapshot implies.",
-)
-def chroma_matches_schema_store(
-    context: dg.AssetCheckExecutionContext,
-    schema_store: SchemaStoreResource,
-    embeddings: EmbeddingsResource,
-    vector_store: VectorStoreResource,
-) -> dg.AssetCheckResult:
-    datasource_id, version = _partition(context)
-    snapshot = _load(schema_store, datasource_id, version)
-    expected = [c.id for c in _build_chunk_set(snapshot).chunks]
-    present = vector_store.get_store(embeddings.get_service()).list_ids(datasource_id, version)
-    comparison = compare_ids(expected, present)
+def check_chroma_ids(chunk_set: ChunkSet, present: set[str]) -> dg.AssetCheckResult:
+    comparison = compare_ids([c.id for c in chunk_set.chunks], present)
     metadata: dict[str, object] = {"expected": comparison.expected, "present": comparison.present}
     if comparison.missing:
         metadata["missing"] = _listed(comparison.missing)
     if comparison.unexpected:
         metadata["unexpected"] = _listed(comparison.unexpected)
-    return dg.AssetCheckResult(passed=comparison.ok, severity=dg.AssetCheckSeverity.ERROR, metadata=metadata)
-
-
-schema_index_checks = [
-    chunks_cover_snapshot,
-    no_pii_values_in_chunks,
-    vector_dimension_matches_provider,
-    tables_found_by_name,
-    chroma_matches_schema_store,
-]
+    return _result("chroma_matches_schema_store", comparison.ok, metadata)

@@ -1,4 +1,4 @@
-"""The code location: assets, checks, job, sensor and resources under their contract names.
+"""The code location: assets (with their checks), job, sensor and resources under their contract names.
 
 ``workspace.yaml`` loads :data:`defs` (lazily: nothing reads the environment before Dagster
 asks). Values that may be secret (``OPENAI_API_KEY``, ``SCHEMA_STORE_URL``) are bound as
@@ -14,7 +14,6 @@ from collections.abc import Mapping
 import dagster as dg
 
 from nl2sql_assets.defs.assets import schema_index_assets
-from nl2sql_assets.defs.checks import schema_index_checks
 from nl2sql_assets.defs.jobs import index_job
 from nl2sql_assets.defs.sensors import schema_drift_sensor
 from resources.datasources import DatasourcesResource
@@ -48,7 +47,6 @@ def build_definitions(resources: Mapping[str, object] | None = None) -> dg.Defin
     bound.update(resources or {})
     return dg.Definitions(
         assets=schema_index_assets,
-        asset_checks=schema_index_checks,
         jobs=[index_job],
         sensors=[schema_drift_sensor],
         resources=bound,

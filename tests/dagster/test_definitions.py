@@ -52,11 +52,13 @@ def test_asset_graph_snapshot() -> None:
 def test_asset_checks_snapshot() -> None:
     defs = build_definitions()
     checks = {}
-    for checks_def in defs.asset_checks or []:
-        for spec in checks_def.check_specs:
+    for assets_def in defs.assets or []:
+        for spec in assets_def.check_specs:  # type: ignore[union-attr]
             checks[(spec.asset_key.to_user_string(), spec.name)] = spec.blocking
             assert spec.partitions_def is not None and spec.partitions_def.name == "datasource_versions"
     assert checks == EXPECTED_CHECKS
+    graph = defs.resolve_asset_graph()
+    assert {(k.asset_key.to_user_string(), k.name) for k in graph.asset_check_keys} == set(EXPECTED_CHECKS)
 
 
 def test_job_sensor_and_resources_snapshot() -> None:
