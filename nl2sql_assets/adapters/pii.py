@@ -52,6 +52,7 @@ _NAME_RULES: list[tuple[str, re.Pattern[str], frozenset[str]]] = [
                            r"address\d|addr|home_address|postal_address|mailing_address|"
                            r"billing_address|shipping_address)(_|$)"), _TEXTISH),
 ]
+_ANY_RULE = re.compile("|".join(f"(?:{pattern.pattern})" for _, pattern, _ in _NAME_RULES))
 # Last words that make a column *about* personal data rather than holding it.
 _NOT_PII_LAST = {"count", "cnt", "type", "status", "verified", "flag", "enabled", "confirmed",
                  "consent", "optin", "opt", "domain", "provider", "format", "country", "code",
@@ -95,7 +96,7 @@ def pii_kind_from_name(name: str, family: TypeFamily | str = "text") -> str | No
     if family == "boolean":
         return None
     norm = normalize_name(name)
-    if not norm:
+    if not norm or not _ANY_RULE.search(norm):
         return None
     last = norm.rsplit("_", 1)[-1]
     for kind, pattern, families in _NAME_RULES:
