@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     path = Path(create_demo(settings.home, datasources_path=settings.datasources_path))
     print(f"demo datasources: {path}")
-    status = index_and_report(settings, [])
+    status = index_and_report(settings, [], getattr(args, "verbose", 0))
     if status != 0 or args.no_retrieve:
         return status
     print("sample retrievals:")

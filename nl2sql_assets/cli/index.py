@@ -14,13 +14,22 @@ import sys
 from nl2sql_assets.config import Settings
 
 
-def index_and_report(settings: Settings, datasource_ids: list[str]) -> int:
+def dagster_log_level(verbosity: int) -> str:
+    """Dagster's console log level for ``-v`` counts: warnings by default, run events with -v.
+
+    >>> [dagster_log_level(n) for n in (0, 1, 2)]
+    ['WARNING', 'INFO', 'DEBUG']
+    """
+    return "WARNING" if verbosity <= 0 else "INFO" if verbosity == 1 else "DEBUG"
+
+
+def index_and_report(settings: Settings, datasource_ids: list[str], verbosity: int = 0) -> int:
     """Index, print one line per datasource, and return the exit status (shared with ``demo``)."""
     from nl2sql_assets.defs.runner import prepare_instance, run_index
 
     instance = prepare_instance(settings)
     try:
-        results = run_index(settings, datasource_ids, instance=instance)
+        results = run_index(settings, datasource_ids, instance=instance, log_level=dagster_log_level(verbosity))
     finally:
         instance.dispose()
     if not results:
@@ -35,4 +44,4 @@ def index_and_report(settings: Settings, datasource_ids: list[str]) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    return index_and_report(Settings.from_env(), list(args.datasource or []))
+    return index_and_report(Settings.from_env(), list(args.datasource or []), getattr(args, "verbose", 0))

@@ -147,6 +147,7 @@ def run_index(
     now: datetime | None = None,
     repair: bool = True,
     extra_resources: Mapping[str, object] | None = None,
+    log_level: str = "WARNING",
 ) -> list[IndexResult]:
     """Drift detection, then one in-process ``index_job`` run per new structure or metadata change.
 
@@ -159,6 +160,7 @@ def run_index(
         repair: also re-run an unchanged datasource whose latest version is not live in Chroma
             (its last run failed after registration).
         extra_resources: resource overrides by key (tests).
+        log_level: what Dagster's console logger prints (the event log keeps everything).
 
     Returns:
         One result per selected datasource, in datasource order.
@@ -189,7 +191,7 @@ def run_index(
             overrides.update(extra_resources or {})
             job = build_definitions(overrides).resolve_job_def("index_job")
             for request in requests:
-                results[request.datasource_id] = _execute(job, instance, request)
+                results[request.datasource_id] = _execute(job, instance, request, log_level)
         order = {c.id: i for i, c in enumerate(configs)}
         return sorted(results.values(), key=lambda r: order.get(r.datasource_id, len(order)))
     finally:
@@ -217,10 +219,13 @@ def _repairs(res: IndexResources, store: object, unchanged: list[IndexResult]) -
     return out
 
 
-def _execute(job: dg.JobDefinition, instance: dg.DagsterInstance, request: IndexRequest) -> IndexResult:
+def _execute(job: dg.JobDefinition, instance: dg.DagsterInstance, request: IndexRequest,
+             log_level: str) -> IndexResult:
     started = time.perf_counter()
-    result = job.execute_in_process(instance=instance, partition_key=request.partition_key,
-                                    tags=request.tags(), raise_on_error=False)
+    result = job.execute_in_process(
+        instance=instance, partition_key=request.partition_key, tags=request.tags(), raise_on_error=False,
+        run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
+    )
     seconds = round(time.perf_counter() - started, 3)
     if result.success:
         return IndexResult(datasource_id=request.datasource_id, status=request.kind,
