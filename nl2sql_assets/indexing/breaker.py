@@ -13,14 +13,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from nl2sql_assets.errors import VectorStoreUnavailableError
+
+if TYPE_CHECKING:
+    from nl2sql_assets.metrics import MetricsRegistry
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 BreakerState = Literal["closed", "open", "half_open"]
+_STATE_VALUE: dict[str, int] = {"closed": 0, "half_open": 1, "open": 2}
 
 
 class CircuitOpenError(VectorStoreUnavailableError):
@@ -39,7 +43,9 @@ class CircuitBreaker:
     """Opens after ``failure_threshold`` consecutive failures; half-opens after ``reset_timeout_s``.
 
     Only exceptions that are instances of ``failure_types`` count as failures; any other
-    exception propagates and counts as a success (the dependency did answer).
+    exception propagates and counts as a success (the dependency did answer). With ``metrics``
+    the gauge ``circuit_breaker_state`` and the counter ``circuit_breaker_transitions_total``
+    follow the state.
 
     >>> now = [0.0]
     >>> b = CircuitBreaker("demo", failure_threshold=2, reset_timeout_s=10, clock=lambda: now[0])
@@ -59,7 +65,8 @@ class CircuitBreaker:
 
     def __init__(self, name: str, failure_threshold: int = 5, reset_timeout_s: float = 30.0,
                  clock: Callable[[], float] = time.monotonic,
-                 failure_types: tuple[type[BaseException], ...] = (Exception,)) -> None:
+                 failure_types: tuple[type[BaseException], ...] = (Exception,),
+                 metrics: MetricsRegistry | None = None) -> None:
         if failure_threshold < 1:
             raise ValueError(f"breaker '{name}': failure_threshold must be >= 1, got {failure_threshold}")
         if reset_timeout_s < 0:
@@ -75,6 +82,10 @@ class CircuitBreaker:
         self._opened_at = 0.0
         self._trial_running = False
         self.state_changes = 0
+        self.metrics = metrics
+        if metrics is not None:
+            metrics.describe("circuit_breaker_state", "0 closed, 1 half-open, 2 open")
+            metrics.set("circuit_breaker_state", 0, {"breaker": name})
 
     @property
     def state(self) -> BreakerState:
@@ -94,6 +105,10 @@ class CircuitBreaker:
                 self.name, self._state, state, self._failures)
         self._state = state
         self.state_changes += 1
+        if self.metrics is not None:
+            labels = {"breaker": self.name}
+            self.metrics.set("circuit_breaker_state", _STATE_VALUE[state], labels)
+            self.metrics.inc("circuit_breaker_transitions_total", 1, {**labels, "to": state})
 
     def _maybe_half_open(self) -> None:
         if self._state == "open" and self._clock() - self._opened_at >= self.reset_timeout_s:

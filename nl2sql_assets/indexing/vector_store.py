@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection
 
     from nl2sql_assets.config import Settings
+    from nl2sql_assets.metrics import MetricsRegistry
 
 log = logging.getLogger(__name__)
 
@@ -177,15 +178,22 @@ class ChromaVectorStore:
             ``vector_store``).
         write_batch_size: chunks embedded and upserted per batch.
         where: a label for messages and logs (path or host:port), never a secret.
+        metrics: optional registry: ``vector_refresh_chunks_total`` (by datasource and outcome:
+            embedded, cached, reused, unchanged, deleted), ``vector_refresh_seconds``,
+            ``vector_search_seconds`` and ``vector_store_errors_total`` (by kind), plus the
+            breaker's state gauge.
     """
 
     def __init__(self, client: ClientAPI | Callable[[], ClientAPI], embeddings: EmbeddingsLike, *,
                  collection_name: str = DEFAULT_COLLECTION, breaker: CircuitBreaker | None = None,
-                 write_batch_size: int = 256, where: str = "chroma") -> None:
+                 write_batch_size: int = 256, where: str = "chroma",
+                 metrics: MetricsRegistry | None = None) -> None:
         self.collection_name = collection_name_for(collection_name)
+        self.metrics = metrics
         self.manifest_name = f"{self.collection_name}__manifest"
         self.embeddings = embeddings
-        self.breaker = breaker or CircuitBreaker(BREAKER_NAME, failure_types=(VectorStoreUnavailableError,))
+        self.breaker = breaker or CircuitBreaker(BREAKER_NAME, failure_types=(VectorStoreUnavailableError,),
+                                                 metrics=metrics)
         if write_batch_size < 1:
             raise ValueError(f"write_batch_size must be >= 1, got {write_batch_size}")
         self.write_batch_size = write_batch_size
@@ -414,8 +422,17 @@ class ChromaVectorStore:
             VectorStoreError: Chroma failed (the previous set keeps serving, unless the message
                 says the new version is already live and only the clean-up failed).
         """
+        try:
+            report = self._refresh(datasource_id, schema_version, list(chunks), tenant_id, keep_versions, make_live)
+        except Nl2SqlError as exc:
+            self._count_error(exc)
+            raise
+        self._record_refresh(report)
+        return report
+
+    def _refresh(self, datasource_id: str, schema_version: str, chunks: list[SchemaChunk], tenant_id: str,
+                 keep_versions: list[str] | None, make_live: bool) -> RefreshReport:
         started = perf_counter()
-        chunks = list(chunks)
         self._check_chunks(datasource_id, schema_version, tenant_id, chunks)
         coll = self._write_collection()
         self._manifest_collection(create=True)
@@ -523,6 +540,20 @@ class ChromaVectorStore:
                  "%d deleted, generation %d", datasource_id, schema_version, report.total, report.unchanged,
                  report.upserted, report.embedded, report.from_cache, report.reused, report.deleted, new_gen)
         return report
+
+    def _count_error(self, exc: Exception) -> None:
+        if self.metrics is not None:
+            self.metrics.inc("vector_store_errors_total", 1, {"kind": type(exc).__name__})
+
+    def _record_refresh(self, report: RefreshReport) -> None:
+        if self.metrics is None:
+            return
+        for outcome, amount in (("embedded", report.embedded), ("cached", report.from_cache),
+                                ("reused", report.reused), ("unchanged", report.unchanged),
+                                ("deleted", report.deleted)):
+            self.metrics.inc("vector_refresh_chunks_total", amount,
+                             {"datasource": report.datasource_id, "outcome": outcome})
+        self.metrics.observe("vector_refresh_seconds", report.seconds, {"datasource": report.datasource_id})
 
     @staticmethod
     def _check_chunks(datasource_id: str, schema_version: str, tenant_id: str,
@@ -654,15 +685,23 @@ class ChromaVectorStore:
         where = where or SearchFilter()
         if not queries:
             return []
+        started = perf_counter()
         try:
-            return self._search_many(queries, k, where, mmr, lambda_mult, fetch_k)
-        except VectorStoreError as exc:
-            from chromadb.errors import NotFoundError
+            try:
+                return self._search_many(queries, k, where, mmr, lambda_mult, fetch_k)
+            except VectorStoreError as exc:
+                from chromadb.errors import NotFoundError
 
-            if not isinstance(exc.__cause__, NotFoundError):
-                raise
-            # the collection was dropped or recreated by another process: look it up again once
-            return self._search_many(queries, k, where, mmr, lambda_mult, fetch_k)
+                if not isinstance(exc.__cause__, NotFoundError):
+                    raise
+                # the collection was dropped or recreated by another process: look it up again once
+                return self._search_many(queries, k, where, mmr, lambda_mult, fetch_k)
+        except Nl2SqlError as exc:
+            self._count_error(exc)
+            raise
+        finally:
+            if self.metrics is not None:
+                self.metrics.observe("vector_search_seconds", perf_counter() - started)
 
     def _search_many(self, queries: Sequence[str | np.ndarray], k: int, where: SearchFilter, mmr: bool,
                      lambda_mult: float, fetch_k: int | None) -> list[list[SearchHit]]:
@@ -811,7 +850,8 @@ def _bound_http_timeouts(client: ClientAPI) -> None:
 
 def build_vector_store(settings: Settings, embeddings: EmbeddingsLike, *,
                        collection_name: str = DEFAULT_COLLECTION,
-                       breaker: CircuitBreaker | None = None) -> ChromaVectorStore:
+                       breaker: CircuitBreaker | None = None,
+                       metrics: MetricsRegistry | None = None) -> ChromaVectorStore:
     """The configured store: ``chromadb.HttpClient`` when ``CHROMA_HOST`` is set, else a
     ``PersistentClient`` under ``$NL2SQL_HOME/chroma``. Telemetry is off; nothing connects
     until the first call."""
@@ -828,7 +868,7 @@ def build_vector_store(settings: Settings, embeddings: EmbeddingsLike, *,
             return client
 
         return ChromaVectorStore(http_client, embeddings, collection_name=collection_name, breaker=breaker,
-                                 where=f"chroma server {host}:{port}")
+                                 where=f"chroma server {host}:{port}", metrics=metrics)
     path = settings.chroma_path
 
     def persistent_client() -> ClientAPI:
@@ -836,4 +876,4 @@ def build_vector_store(settings: Settings, embeddings: EmbeddingsLike, *,
         return chromadb.PersistentClient(path=str(path), settings=chroma_settings)
 
     return ChromaVectorStore(persistent_client, embeddings, collection_name=collection_name, breaker=breaker,
-                             where=f"chroma at {path}")
+                             where=f"chroma at {path}", metrics=metrics)

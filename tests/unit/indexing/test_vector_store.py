@@ -320,3 +320,22 @@ def test_collection_names_are_validated() -> None:
     assert collection_name_for("a b/c") == "a_b_c"
     with pytest.raises(ValueError, match="invalid vector collection name"):
         collection_name_for("x")
+
+
+def test_metrics_count_refresh_outcomes_searches_and_breaker_state(client: chromadb.api.ClientAPI) -> None:
+    from nl2sql_assets.metrics import MetricsRegistry
+
+    metrics = MetricsRegistry()
+    store = ChromaVectorStore(client, CachingService(HashEmbedder(64)), metrics=metrics)  # type: ignore[arg-type]
+    refresh(store, build_chunks(shop_snapshot()))
+    refresh(store, build_chunks(shop_snapshot(extra_order_column=True)))
+    store.search("orders", k=3)
+    with pytest.raises(ValueError):
+        store.search("orders", k=0)
+    labels = {"datasource": "shop"}
+    assert metrics.value("vector_refresh_chunks_total", {**labels, "outcome": "embedded"}) == 26 + 2
+    assert metrics.value("vector_refresh_chunks_total", {**labels, "outcome": "reused"}) == 25
+    assert metrics.value("vector_refresh_chunks_total", {**labels, "outcome": "deleted"}) == 26
+    assert metrics.value("vector_refresh_seconds", labels) == 2
+    assert metrics.value("vector_search_seconds") == 1
+    assert metrics.value("circuit_breaker_state", {"breaker": "vector_store"}) == 0
