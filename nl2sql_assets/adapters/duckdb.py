@@ -61,7 +61,7 @@ def duckdb_path(url: str) -> str | None:
     return rest
 
 
-class _DuckDBStats:
+class DuckDBStatsBackend:
     """Statistics queries in DuckDB SQL (see :class:`nl2sql_assets.adapters.stats.StatsBackend`)."""
 
     def __init__(self, con: object) -> None:
@@ -252,7 +252,7 @@ class DuckDBAdapter:
         warnings: list[str] = []
         if with_stats:
             tables, warnings = compute_statistics(
-                tables, _DuckDBStats(self._connect()), budget_s=self.stats_budget_s,
+                tables, DuckDBStatsBackend(self._connect()), budget_s=self.stats_budget_s,
                 sample_rows=self.sample_rows, probe_rows=self.probe_rows,
                 describe_error=lambda exc: describe_exception(exc, self._secrets),
             )

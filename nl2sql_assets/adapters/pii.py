@@ -59,7 +59,7 @@ _NOT_PII_LAST = {"count", "cnt", "type", "status", "verified", "flag", "enabled"
                  "kind", "valid", "is", "has", "len", "length", "hash", "hashed", "at", "on",
                  "ts", "policy", "template", "changed", "updated", "sent", "bounced", "visible",
                  "required", "id", "ids", "key"}
-_ID_KINDS = {"national_id", "passport", "driver_license", "card_number", "iban"}
+_ID_KINDS = {"national_id", "passport", "driver_license", "card_number", "iban", "credential"}
 
 
 def normalize_name(name: str) -> str:
@@ -169,8 +169,8 @@ def value_kind(value: str) -> str | None:
     if _DATE_LIKE_RE.match(text):
         return None
     first = text[0]
-    if first.isalpha() and text[:2].isalpha() and text[2:4].isdigit():
-        return "iban" if iban_valid(text) else None
+    if first.isalpha() and text[:2].isalpha() and text[2:4].isdigit() and iban_valid(text):
+        return "iban"
     if _SSN_RE.match(text):
         return "national_id"
     if _CARD_RE.match(text):

@@ -158,7 +158,7 @@ _PG_ESTIMATES = (
 )
 
 
-class _SQLAlchemyStats:
+class SQLAlchemyStatsBackend:
     """Statistics queries for the connected dialect.
 
     SQLite, PostgreSQL and MySQL/MariaDB get SQL text with every identifier quoted by the
@@ -498,7 +498,7 @@ class SQLAlchemyAdapter:
         warnings = list(self._warnings)
         if with_stats:
             tables, stat_warnings = compute_statistics(
-                tables, _SQLAlchemyStats(self, self._connection()), budget_s=self.stats_budget_s,
+                tables, SQLAlchemyStatsBackend(self, self._connection()), budget_s=self.stats_budget_s,
                 sample_rows=self.sample_rows, probe_rows=self.probe_rows,
                 describe_error=lambda exc: describe_exception(exc, self._secrets),
             )

@@ -16,8 +16,9 @@ records ``status`` (exact / sampled / estimated / skipped) and a ``note`` saying
 budget runs out, the remaining tables are ``skipped`` with the note ``time budget exhausted``.
 Views are not sampled: a view's query can cost anything, whatever the ``LIMIT``.
 
-The SQL itself lives in the backends (:class:`StatsBackend`): the SQLAlchemy adapter builds
-it with SQLAlchemy Core for the connected dialect, the DuckDB adapter writes DuckDB SQL.
+The SQL itself lives in the backends (:class:`StatsBackend`): the SQLAlchemy adapter writes
+it for SQLite, PostgreSQL and MySQL/MariaDB with the dialect's identifier quoting (and falls
+back to SQLAlchemy Core elsewhere), the DuckDB adapter writes DuckDB SQL.
 """
 
 from __future__ import annotations
