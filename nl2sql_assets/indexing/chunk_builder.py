@@ -11,6 +11,7 @@ to any chunk (text or metadata).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 
@@ -37,7 +38,7 @@ MAX_SAMPLE_VALUES = 5
 MAX_SAMPLE_CHARS = 40
 MAX_SUMMARY_TABLES = 40
 MAX_CONTEXT_CHARS = 120
-_RANGE_FAMILIES = {"integer", "float", "decimal", "date", "datetime", "time"}
+_RANGE_FAMILIES = {"integer", "float", "decimal", "date", "datetime"}
 
 
 def chunk_id(datasource_id: str, schema_version: str, chunk_type: str, identity: str) -> str:
@@ -79,16 +80,39 @@ def infer_cardinality(table: Table, fk: ForeignKey) -> str:
     return "many-to-one"
 
 
-def _percent(fraction: float) -> str:
-    """``0.123`` -> ``"12%"``; tiny non-zero fractions stay visible.
+def approx_count(n: int) -> int:
+    """Two significant digits above 100, so growing tables do not change their chunk texts.
 
-    >>> _percent(0.123), _percent(0.001), _percent(1.0)
-    ('12%', '<1%', '100%')
+    >>> approx_count(87), approx_count(1188), approx_count(5_012_345)
+    (87, 1200, 5000000)
+    """
+    if n < 100:
+        return n
+    digits = len(str(n)) - 2
+    return int(round(n, -digits))
+
+
+def _count_text(n: int) -> str:
+    """Exact below 100, else ``about`` and 2 significant digits (stable while data grows).
+
+    >>> _count_text(1188), _count_text(1200), _count_text(42)
+    ('about 1,200', 'about 1,200', '42')
+    """
+    return str(n) if n < 100 else f"about {approx_count(n):,}"
+
+
+def _percent(fraction: float) -> str:
+    """Null share in steps that survive small data changes: exact below 10%, by 5% above.
+
+    >>> _percent(0.123), _percent(0.001), _percent(0.07), _percent(1.0)
+    ('10%', '<1%', '7%', '100%')
     """
     pct = fraction * 100
     if 0 < pct < 1:
         return "<1%"
-    return f"{round(pct)}%"
+    if pct < 10:
+        return f"{round(pct)}%"
+    return f"{int(5 * round(pct / 5))}%"
 
 
 def _short_value(value: str, limit: int = MAX_SAMPLE_CHARS) -> str:
@@ -96,25 +120,32 @@ def _short_value(value: str, limit: int = MAX_SAMPLE_CHARS) -> str:
     return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
-_ISO_DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]")
+_ISO_DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 
 
-def _range_value(value: str, family: str) -> str:
-    """A compact bound: datetimes to the day, long decimals to 2 places.
+def _range_value(value: str, family: str) -> str | None:
+    """A coarse bound that new rows rarely move: dates to the year, numbers to 2 significant digits.
 
-    >>> _range_value("2025-01-03 04:49:39.169123", "datetime"), _range_value("12.345678", "decimal")
-    ('2025-01-03', '12.35')
+    >>> _range_value("2025-01-03 04:49:39.169123", "datetime"), _range_value("1188.5", "decimal")
+    ('2025', '1,200')
+    >>> _range_value("0.0312", "float"), _range_value("-7", "integer")
+    ('0.031', '-7')
     """
     value = value.strip()
-    if family == "datetime" and _ISO_DATE_RE.match(value):
-        return value[:10]
-    if family in ("float", "decimal"):
+    if family in ("date", "datetime"):
+        return value[:4] if _ISO_DATE_RE.match(value) else None
+    if family in ("integer", "float", "decimal"):
         try:
             number = float(value)
         except ValueError:
-            return _short_value(value, 25)
-        return f"{number:.2f}".rstrip("0").rstrip(".") if "." in value or "e" in value.lower() else value
-    return _short_value(value, 25)
+            return None
+        if not math.isfinite(number):
+            return None
+        if number == 0 or abs(number) >= 100:
+            sign = "-" if number < 0 else ""
+            return f"{sign}{approx_count(int(round(abs(number)))):,}"
+        return f"{number:.2g}" if abs(number) < 1 else f"{float(f'{number:.2g}'):g}"
+    return None
 
 
 def _first_sentence(text: str | None, limit: int = MAX_CONTEXT_CHARS) -> str | None:
@@ -136,7 +167,7 @@ def column_stats_text(column: Column, row_count: int | None = None) -> str | Non
     >>> c = Column(name="d", type_family="date", stats=ColumnStats(null_fraction=0.12, distinct_count=40,
     ...            min_value="2020-01-01", max_value="2025-12-31"))
     >>> column_stats_text(c)
-    '12% null, 40 distinct values, from 2020-01-01 to 2025-12-31.'
+    '10% null, 40 distinct values, from 2020 to 2025.'
     >>> column_stats_text(Column(name="id", type_family="integer", stats=ColumnStats(distinct_count=9)), 9)
     'All values distinct.'
     """
@@ -151,11 +182,13 @@ def column_stats_text(column: Column, row_count: int | None = None) -> str | Non
             parts.append("all values distinct")
         else:
             noun = "value" if stats.distinct_count == 1 else "values"
-            parts.append(f"{stats.distinct_count} distinct {noun}")
+            parts.append(f"{_count_text(stats.distinct_count)} distinct {noun}")
     if (not column.pii and column.type_family in _RANGE_FAMILIES
             and stats.min_value is not None and stats.max_value is not None):
-        low, high = _range_value(stats.min_value, column.type_family), _range_value(stats.max_value, column.type_family)
-        parts.append(f"from {low} to {high}" if low != high else f"always {low}")
+        low = _range_value(stats.min_value, column.type_family)
+        high = _range_value(stats.max_value, column.type_family)
+        if low is not None and high is not None:
+            parts.append(f"from {low} to {high}" if low != high else f"always {low}")
     if not parts:
         return None
     text = ", ".join(parts) + "."
@@ -163,7 +196,7 @@ def column_stats_text(column: Column, row_count: int | None = None) -> str | Non
 
 
 def sample_values(column: Column) -> list[str]:
-    """A few frequent values for the text; none at all for a PII column."""
+    """A few frequent values for the text, alphabetically; none at all for a PII column."""
     if column.pii or column.stats is None:
         return []
     out: list[str] = []
@@ -173,7 +206,7 @@ def sample_values(column: Column) -> list[str]:
             out.append(short)
         if len(out) == MAX_SAMPLE_VALUES:
             break
-    return out
+    return sorted(out, key=str.casefold)  # frequencies shift with data; the set is what matters
 
 
 def tables_summary(tables: Iterable[Table], limit: int = MAX_SUMMARY_TABLES) -> str | None:
@@ -260,7 +293,7 @@ class SchemaChunkBuilder:
             columns=[(c.name, c.type_family if c.type_family != "other" else c.declared_type.lower())
                      for c in table.columns],
             foreign_keys=fks,
-            row_count=table.row_count,
+            row_count=approx_count(table.row_count) if table.row_count is not None else None,
         )
 
     def _column_chunk(self, snapshot: SchemaSnapshot, version: str, table: Table, column: Column) -> ColumnChunk:

@@ -163,8 +163,8 @@ class TableChunk(_Chunk):
             parts.append("Columns: " + ", ".join(f"{_words(n)} {t}".rstrip() for n, t in self.columns) + ".")
         if self.foreign_keys:
             parts.append("References: " + "; ".join(self.foreign_keys) + ".")
-        if self.row_count is not None:
-            parts.append(f"{self.row_count} rows.")
+        if self.row_count is not None:  # the builder rounds counts >= 100 to 2 significant digits
+            parts.append(f"{self.row_count:,} rows." if self.row_count < 100 else f"About {self.row_count:,} rows.")
         return " ".join(parts)
 
     def _specific_metadata(self) -> dict[str, MetadataValue]:
