@@ -27,6 +27,11 @@ which first discards every record of the datasource that generation ``G`` cannot
 Refreshes of one datasource must not run concurrently (the Dagster job serializes them);
 refreshes of different datasources may.
 
+Model identity: searching a collection whose recorded provider/model/dimension differs from
+the configured embeddings raises ``EmbeddingDimensionMismatchError`` (a re-index fixes it);
+pointer, id and chunk reads still work, for audits. A refresh with the new model recreates
+the collection and its manifest, so every datasource must be re-indexed.
+
 Vectors of unchanged texts are reused from the store (``reused`` in the report) before the
 embedding service is asked, whose own cache then covers texts seen in earlier runs.
 """
@@ -348,13 +353,15 @@ class ChromaVectorStore:
             ids=[state.datasource_id], embeddings=[[1.0]], metadatas=[meta]))
 
     def index_state(self, datasource_id: str) -> IndexState | None:
-        """The datasource's pointer record (live version, generation, counts, digest)."""
-        self._read_collection()
+        """The datasource's pointer record (live version, generation, counts, digest).
+
+        Pointer, id and chunk reads work whatever model made the vectors (audits need them);
+        only searching checks the model identity.
+        """
         return self._states([datasource_id]).get(datasource_id)
 
     def index_states(self, tenant_id: str | None = None) -> dict[str, IndexState]:
         """Every datasource's pointer record, optionally only one tenant's."""
-        self._read_collection()
         return {ds: s for ds, s in sorted(self._states().items())
                 if tenant_id is None or s.tenant_id == tenant_id}
 
@@ -771,7 +778,7 @@ class ChromaVectorStore:
 
     def list_ids(self, datasource_id: str, schema_version: str | None = None) -> set[str]:
         """Chunk ids readers can see for the datasource (one version, or every kept version)."""
-        coll = self._read_collection()
+        coll = self._get_any_collection()
         where = self._visible_where(datasource_id, schema_version) if coll is not None else None
         if coll is None or where is None:
             return set()
@@ -780,7 +787,7 @@ class ChromaVectorStore:
 
     def get_chunks(self, datasource_id: str, schema_version: str) -> list[StoredChunk]:
         """Every visible chunk of one version with its text and metadata, sorted by id (checks, audit)."""
-        coll = self._read_collection()
+        coll = self._get_any_collection()
         where = self._visible_where(datasource_id, schema_version) if coll is not None else None
         if coll is None or where is None:
             return []
