@@ -10,6 +10,9 @@ Per table, at most three queries, each over a bounded sample (``LIMIT n`` subque
    that are not PII) min/max;
 3. one grouped *top values* query, only for low-cardinality text columns that are not PII.
 
+(Tables wider than 250 columns split the aggregate into several queries, to stay under
+PostgreSQL's limit of 1,664 select-list entries.)
+
 The row count is exact when the sample holds the whole table; otherwise it comes from the
 catalog (an estimate) or a count the backend can bound in time. Every table and column
 records ``status`` (exact / sampled / estimated / skipped) and a ``note`` saying why. When the
@@ -39,6 +42,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_SAMPLE_ROWS = 10_000
 DEFAULT_PROBE_ROWS = 500
 LOW_CARDINALITY = 20
+AGGREGATE_COLUMNS_PER_QUERY = 250  # up to 4 expressions each: under PostgreSQL's 1,664 target-list limit
+TOP_VALUE_COLUMNS_PER_QUERY = 50
 TOP_VALUES = 5
 MAX_VALUE_CHARS = 100
 BUDGET_EXHAUSTED = "time budget exhausted"
@@ -207,7 +212,10 @@ def _table_statistics(table: Table, backend: StatsBackend, estimate: tuple[int, 
 
     plans = [ColumnPlan(c.name, backend.supports_distinct(c), not c.pii and backend.supports_minmax(c))
              for c in columns]
-    row = backend.aggregate(table, plans, sample)
+    row: tuple[object, ...] = ()
+    for start in range(0, max(len(plans), 1), AGGREGATE_COLUMNS_PER_QUERY):  # very wide tables: a few queries
+        part = backend.aggregate(table, plans[start:start + AGGREGATE_COLUMNS_PER_QUERY], sample)
+        row = part if not row else row + tuple(part[1:])
     sampled_n = int(row[0] or 0)  # type: ignore[call-overload]
     whole = sample.tablesample_percent is None and sampled_n < sample.limit
 
@@ -260,10 +268,12 @@ def _table_statistics(table: Table, backend: StatsBackend, estimate: tuple[int, 
                 and s.distinct_count * 2 <= sampled_n * (1 - (s.null_fraction or 0.0)) + 1e-9]
     if low_card and clock() < deadline:
         groups: dict[int, list[tuple[int, str]]] = {}
-        for position, value, count in backend.top_values(table, low_card, sample):
-            text = value_text(value)
-            if text is not None:
-                groups.setdefault(int(position), []).append((int(count), text))  # type: ignore[call-overload]
+        for start in range(0, len(low_card), TOP_VALUE_COLUMNS_PER_QUERY):
+            chunk = low_card[start:start + TOP_VALUE_COLUMNS_PER_QUERY]
+            for position, value, count in backend.top_values(table, chunk, sample):
+                text = value_text(value)
+                if text is not None:
+                    groups.setdefault(start + int(position), []).append((int(count), text))  # type: ignore[call-overload]
         for position, name in enumerate(low_card):
             ranked = sorted(groups.get(position, []), key=lambda item: (-item[0], item[1]))
             stats[name] = stats[name].model_copy(update={"top_values": [v for _, v in ranked[:TOP_VALUES]]})

@@ -283,7 +283,7 @@ def test_read_structure_equals_full_snapshot_hashes(target: Target) -> None:
 
 def test_structure_change_changes_fingerprint(target: Target) -> None:
     before = compute_fingerprint(target.structure())
-    target.run(f"ALTER TABLE products ADD COLUMN weight_kg DECIMAL(8, 3)")
+    target.run("ALTER TABLE products ADD COLUMN weight_kg DECIMAL(8, 3)")
     after_tables = target.structure()
     assert compute_fingerprint(after_tables) != before
     assert _table(after_tables, "products").columns[-1].name == "weight_kg"
@@ -634,6 +634,10 @@ def test_postgres_role_without_schema_usage(pg_schema: str) -> None:
         with pytest.raises(DatasourceUnavailableError, match="permission denied") as info:
             open_adapter(DatasourceConfig(id="pg_role", url=url, schemas=[pg_schema])).read_structure()
         assert pg_schema in str(info.value) and PASSWORD not in _all_text(info.value)
+        # all schemas (the default): the unusable one is skipped, with a warning
+        every = open_adapter(DatasourceConfig(id="pg_role", url=url)).read_snapshot(NOW, with_stats=False)
+        assert f"schema {pg_schema} skipped: the role lacks USAGE on it" in every.warnings
+        assert pg_schema not in {t.schema_name for t in every.tables}
         # with USAGE but no SELECT: structure is readable, statistics fail per table with a note
         admin(f'GRANT USAGE ON SCHEMA "{pg_schema}" TO "{role}"')
         snap = open_adapter(DatasourceConfig(id="pg_role", url=url, schemas=[pg_schema])).read_snapshot(NOW)

@@ -130,3 +130,14 @@ def test_name_flagged_columns_are_not_probed_but_still_withheld(con: duckdb.Duck
     assert email is not None and email.pii_kind == "email"
     assert email.stats is not None and email.stats.top_values == [] and email.stats.max_value is None
     assert out[0].column("kind").stats.top_values == ["a", "b"]  # type: ignore[union-attr]
+
+
+def test_very_wide_tables_split_the_aggregate() -> None:
+    con = duckdb.connect()
+    names = [f"c{i}" for i in range(stats.AGGREGATE_COLUMNS_PER_QUERY * 2 + 7)]
+    con.execute(f"CREATE TABLE wide ({', '.join(f'{n} INTEGER' for n in names)})")
+    con.execute(f"INSERT INTO wide VALUES ({', '.join(str(i) for i in range(len(names)))})")
+    tables = build_tables([RawTable("main", "wide", "table", None, [RawColumn(n, "INTEGER") for n in names])])
+    out, warnings = compute_statistics(tables, DuckDBStatsBackend(con), budget_s=60)
+    assert warnings == [] and out[0].row_count == 1
+    assert [c.stats.min_value for c in out[0].columns] == [str(i) for i in range(len(names))]  # type: ignore[union-attr]
