@@ -300,9 +300,14 @@ class ChromaVectorStore:
                 if self._get_collection(self.manifest_name) is not None:
                     client.delete_collection(self.manifest_name)
             self._manifest = None
-            return client.create_collection(
+            # get_or_create: another process may be creating it at this very moment
+            created = client.get_or_create_collection(
                 self.collection_name, configuration={"hnsw": {"space": "cosine"}},
                 metadata=self._identity_metadata(), embedding_function=None)  # type: ignore[arg-type]
+            if self._identity_of(created) != self.identity:
+                raise VectorStoreError(f"vector store ({self.where}): collection '{self.collection_name}' was "
+                                       f"just recreated by another process for another embedding model")
+            return created
 
         self._collection = self._call("open collection for writing", open_or_create)
         return self._collection

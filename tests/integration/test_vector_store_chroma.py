@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -192,10 +191,10 @@ def test_breaker_opens_on_a_stopped_server_and_recovers(tmp_path: Path, model_pr
                 store.search("orders", k=2)
             assert not isinstance(info.value, CircuitOpenError)
         assert breaker.state == "open"
-        started = time.perf_counter()
+        failures = breaker.consecutive_failures
         with pytest.raises(CircuitOpenError):
             store.search("orders", k=2)
-        assert time.perf_counter() - started < 0.5  # failed fast, no network round trip
+        assert breaker.consecutive_failures == failures  # refused without trying the server
 
         server.start()  # same port, same data
         with pytest.raises(CircuitOpenError):  # still open until the timeout passes
