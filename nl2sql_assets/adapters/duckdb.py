@@ -93,7 +93,7 @@ class DuckDBStatsBackend:
         return None  # estimated_size is always there
 
     def choose_sample(self, table: Table, estimate: int | None, sample_rows: int) -> Sample:
-        return Sample(limit=sample_rows + 1)
+        return Sample(limit=sample_rows)
 
     def probe(self, table: Table, columns: Sequence[str], limit: int) -> list[tuple[object, ...]]:
         return self._fetch(self._sample_sql(table, columns, limit))

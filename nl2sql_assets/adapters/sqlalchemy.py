@@ -262,8 +262,8 @@ class SQLAlchemyStatsBackend:
         if (self.dialect == "postgresql" and estimate is not None
                 and estimate > _PG_TABLESAMPLE_FACTOR * sample_rows):
             percent = round(min(100.0, max(0.001, 300.0 * sample_rows / estimate)), 4)
-            return Sample(limit=sample_rows + 1, tablesample_percent=percent)
-        return Sample(limit=sample_rows + 1)
+            return Sample(limit=sample_rows, tablesample_percent=percent)
+        return Sample(limit=sample_rows)
 
     def probe(self, table: Table, columns: Sequence[str], limit: int) -> list[tuple[object, ...]]:
         if self.text_sql:

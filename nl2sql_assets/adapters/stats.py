@@ -66,7 +66,10 @@ class ColumnPlan:
 
 @dataclass(frozen=True)
 class Sample:
-    """How a table is sampled: at most ``limit`` rows, optionally from a TABLESAMPLE."""
+    """How a table is sampled: at most ``limit`` rows, optionally from a TABLESAMPLE.
+
+    Fewer than ``limit`` rows back (without TABLESAMPLE) means the sample was the whole table.
+    """
 
     limit: int
     tablesample_percent: float | None = None
@@ -235,6 +238,8 @@ def _table_statistics(table: Table, backend: StatsBackend, estimate: tuple[int, 
             row_count, count_status = None, "skipped"
             count_note = "row count: table is larger than the sample and no cheap count exists"
         table_note = f"statistics from a sample ({sample.label(sampled_n)}); {count_note}"
+        if count_status == "exact" and row_count == sampled_n and sample.tablesample_percent is None:
+            whole, table_note = True, None  # exactly as many rows as the sample: it was the table
 
     col_status: StatStatus = "exact" if whole else "sampled"
     base_note = None if whole else f"{sample.label(sampled_n)}; distinct count within the sample"

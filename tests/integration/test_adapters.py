@@ -384,7 +384,7 @@ def test_sampling_a_table_bigger_than_the_sample(target: Target) -> None:
     assert events.stats_note is not None and "sample" in events.stats_note
     for column in events.columns:
         assert column.stats is not None and column.stats.status == "sampled"
-        assert column.stats.sample_size == 21 and "first 21 rows" in (column.stats.note or "")
+        assert column.stats.sample_size == 20 and "first 20 rows" in (column.stats.note or "")
     kind = events.column("kind").stats  # type: ignore[union-attr]
     assert kind is not None and kind.top_values == ["view", "click"]
     assert snap.table("orders").row_count_status == "exact"  # type: ignore[union-attr] # smaller than the sample

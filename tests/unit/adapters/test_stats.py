@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import doctest
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -87,8 +89,8 @@ def test_sampled_statistics_for_tables_bigger_than_the_sample(con: duckdb.DuckDB
     assert people.row_count == 40 and people.row_count_status == "estimated"
     assert "duckdb_tables().estimated_size" in (people.stats_note or "")
     ids = people.column("id").stats  # type: ignore[union-attr]
-    assert ids is not None and ids.status == "sampled" and ids.sample_size == 11
-    assert ids.distinct_count == 11 and "first 11 rows" in (ids.note or "")
+    assert ids is not None and ids.status == "sampled" and ids.sample_size == 10
+    assert ids.distinct_count == 10 and "first 10 rows" in (ids.note or "")
 
 
 def test_budget_runs_out_part_way(con: duckdb.DuckDBPyConnection) -> None:
@@ -141,3 +143,25 @@ def test_very_wide_tables_split_the_aggregate() -> None:
     out, warnings = compute_statistics(tables, DuckDBStatsBackend(con), budget_s=60)
     assert warnings == [] and out[0].row_count == 1
     assert [c.stats.min_value for c in out[0].columns] == [str(i) for i in range(len(names))]  # type: ignore[union-attr]
+
+
+def test_a_table_exactly_the_size_of_the_sample_is_exact_when_counted(tmp_path: Path) -> None:
+    import sqlite3
+
+    from nl2sql_assets.adapters.sqlalchemy import SQLAlchemyAdapter
+    from nl2sql_assets.config import DatasourceConfig
+
+    path = tmp_path / "ten.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE ten (i INTEGER)")
+    con.executemany("INSERT INTO ten VALUES (?)", [(i,) for i in range(10)])
+    con.commit()
+    con.close()
+    config = DatasourceConfig(id="ten", url=f"sqlite:///{path}")
+    exact = SQLAlchemyAdapter(config, sample_rows=10).read_snapshot(datetime(2026, 1, 1, tzinfo=UTC)).tables[0]
+    assert (exact.row_count, exact.row_count_status, exact.stats_note) == (10, "exact", None)
+    assert exact.columns[0].stats.status == "exact"  # type: ignore[union-attr]
+    sampled = SQLAlchemyAdapter(config, sample_rows=4).read_snapshot(datetime(2026, 1, 1, tzinfo=UTC)).tables[0]
+    assert (sampled.row_count, sampled.row_count_status) == (10, "exact")  # COUNT(*) within the budget
+    assert sampled.columns[0].stats.status == "sampled" and sampled.columns[0].stats.sample_size == 4  # type: ignore[union-attr]
+    assert sampled.stats_note == "statistics from a sample (first 4 rows); row count: COUNT(*)"
