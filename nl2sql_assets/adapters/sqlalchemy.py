@@ -31,7 +31,7 @@ import warnings
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.request import pathname2url
 
 import sqlalchemy as sa
@@ -330,7 +330,7 @@ class SQLAlchemyAdapter:
 
     def __init__(self, config: DatasourceConfig, *, stats_budget_s: float = 30.0,
                  sample_rows: int = DEFAULT_SAMPLE_ROWS, probe_rows: int = DEFAULT_PROBE_ROWS,
-                 reflection: str = "auto") -> None:
+                 reflection: Literal["auto", "inspector"] = "auto") -> None:
         """``reflection="inspector"`` forces SQLAlchemy's generic reflection (the dialect fast
         paths are meant to give the same result; tests compare the two)."""
         self.config = config
@@ -369,7 +369,7 @@ class SQLAlchemyAdapter:
             return self._engine
         url = self._make_url()
         try:
-            dialect_cls = url.get_dialect()
+            url.get_dialect()  # an unknown name fails here, before any connection
         except sa.exc.NoSuchModuleError:
             raise self._fail(f"unknown database type '{url.drivername}' (no SQLAlchemy dialect of that name)"
                              ) from None
@@ -392,7 +392,6 @@ class SQLAlchemyAdapter:
                 connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
         if connect_args:
             kwargs["connect_args"] = connect_args
-        del dialect_cls
         try:
             self._engine = sa.create_engine(url, **kwargs)
         except ImportError as exc:
