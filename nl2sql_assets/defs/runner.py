@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -31,6 +32,8 @@ from resources.schema_store import SchemaStoreResource
 from resources.vector_store import VectorStoreResource
 
 PACKAGED_DAGSTER_YAML = Path(__file__).with_name("dagster.yaml")
+HOST_TAG = "nl2sql/host"
+PID_TAG = "nl2sql/pid"
 IndexStatus = Literal["new_version", "metadata_refresh", "repair", "unchanged", "failed"]
 
 
@@ -186,6 +189,7 @@ def run_index(
         if repair:
             requests += _repairs(res, store, [r for r in results.values() if r.status == "unchanged"])
         if requests:
+            release_dead_runs(instance)
             instance.add_dynamic_partitions(PARTITIONS_NAME, sorted({r.partition_key for r in requests}))
             overrides: dict[str, object] = dict(res.hardcoded())
             overrides.update(extra_resources or {})
@@ -219,11 +223,55 @@ def _repairs(res: IndexResources, store: object, unchanged: list[IndexResult]) -
     return out
 
 
+def process_tags() -> dict[str, str]:
+    """Where an in-process run executes, so a later command can tell when it died."""
+    return {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def release_dead_runs(instance: dg.DagsterInstance, pool: str = "nl2sql_index") -> list[str]:
+    """Free pool slots held by runs that can no longer release them; returns their run ids.
+
+    An in-process run killed hard (SIGKILL, power loss) keeps its ``nl2sql_index`` slot and
+    stays "started" forever, and every later run would wait for the slot. A slot is released
+    when its run is finished or gone, or when the run was executed on this host by a process
+    that no longer exists (the run is then marked failed). Runs of other hosts, and runs
+    launched by the daemon (whose run monitoring handles them), are left alone.
+    """
+    storage = instance.event_log_storage
+    if not storage.supports_global_concurrency_limits:
+        return []
+    info = storage.get_concurrency_info(pool)
+    released: list[str] = []
+    for run_id in sorted(info.active_run_ids | info.pending_run_ids | info.assigned_run_ids):
+        run = instance.get_run_by_id(run_id)
+        dead = run is None or run.is_finished
+        if not dead and run is not None and run.tags.get(HOST_TAG) == socket.gethostname():
+            pid = run.tags.get(PID_TAG, "")
+            if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+                instance.report_run_failed(run, message=f"process {pid} that executed this run is gone")
+                dead = True
+        if dead:
+            storage.free_concurrency_slots_for_run(run_id)
+            released.append(run_id)
+    return released
+
+
 def _execute(job: dg.JobDefinition, instance: dg.DagsterInstance, request: IndexRequest,
              log_level: str) -> IndexResult:
     started = time.perf_counter()
     result = job.execute_in_process(
-        instance=instance, partition_key=request.partition_key, tags=request.tags(), raise_on_error=False,
+        instance=instance, partition_key=request.partition_key, tags={**request.tags(), **process_tags()},
+        raise_on_error=False,
         run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
     )
     seconds = round(time.perf_counter() - started, 3)

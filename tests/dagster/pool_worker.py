@@ -11,6 +11,7 @@ import time
 
 import dagster as dg
 
+from nl2sql_assets.defs.runner import process_tags
 from tests.dagster.conftest import HashEmbeddingService, HashEmbeddingsResource
 from tests.dagster.helpers import execute
 
@@ -27,7 +28,7 @@ class SlowHashEmbeddingsResource(HashEmbeddingsResource):
 def main() -> int:
     key, hold = sys.argv[1], float(sys.argv[2])
     with dg.DagsterInstance.get() as instance:
-        result = execute(instance, key, {"datasource": key.split("@")[0]},
+        result = execute(instance, key, {"datasource": key.split("@")[0], **process_tags()},
                          embeddings=SlowHashEmbeddingsResource(hold_seconds=hold))
         print(result.run_id, "ok" if result.success else "failed", flush=True)
         return 0 if result.success else 1

@@ -9,7 +9,9 @@ embedded dagster.yaml sets (1). Queued runs (sensor, UI) are additionally limite
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import time
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -64,3 +66,33 @@ def test_pool_serializes_chroma_writes_across_processes(instance: dg.DagsterInst
     assert blocked, "no run waited for the nl2sql_index pool"
     limits = {p.name: p.limit for p in instance.event_log_storage.get_pool_limits()}
     assert limits.get("nl2sql_index") == 1
+
+
+def test_a_killed_run_does_not_hold_the_pool_forever(instance: dg.DagsterInstance, settings) -> None:
+    from nl2sql_assets.defs.runner import release_dead_runs
+    from tests.dagster.helpers import execute
+
+    result = tick(instance)
+    assert all(r.success for r in run_requests(instance, result))
+    key = next(r.partition_key for r in result.run_requests if r.tags["datasource"] == "shop")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DAGSTER_HOME": str(settings.dagster_home)}
+    worker = subprocess.Popen([sys.executable, "-W", "ignore", "-m", "tests.dagster.pool_worker", key, "300"],
+                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    storage = instance.event_log_storage
+    try:
+        deadline = time.monotonic() + 120
+        while not storage.get_concurrency_info("nl2sql_index").active_run_ids:
+            assert time.monotonic() < deadline and worker.poll() is None, "the worker never took the slot"
+            time.sleep(0.5)
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=30)
+    (held,) = storage.get_concurrency_info("nl2sql_index").active_run_ids
+    assert instance.get_run_by_id(held).status == dg.DagsterRunStatus.STARTED  # stuck as far as Dagster knows
+    assert release_dead_runs(instance) == [held]
+    assert instance.get_run_by_id(held).status == dg.DagsterRunStatus.FAILURE
+    assert not storage.get_concurrency_info("nl2sql_index").active_run_ids
+    started = time.monotonic()
+    assert execute(instance, key).success
+    assert time.monotonic() - started < 60
