@@ -87,13 +87,17 @@ class OnnxMiniLMEmbedder:
         threads: onnxruntime intra-op threads; default: the number of CPUs.
         batch_size: texts per inference call.
         max_tokens: truncation length in tokens, 256 like the original model.
+        spinning: let idle onnxruntime threads busy-wait for work. Off by default: on a CPU shared
+            with other processes (Dagster runs, Chroma, the databases) spinning threads slowed
+            batches and doubled query latency in measurements; turn it on for a dedicated machine.
 
     The session and tokenizer are loaded on first use (or by :meth:`load`) and kept on this
     object: make one per process and share it.
     """
 
     def __init__(self, model_path: Path | str | None = None, tokenizer_path: Path | str | None = None,
-                 *, threads: int | None = None, batch_size: int = 32, max_tokens: int = MAX_TOKENS) -> None:
+                 *, threads: int | None = None, batch_size: int = 32, max_tokens: int = MAX_TOKENS,
+                 spinning: bool = False) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if threads is not None and threads < 1:
@@ -105,6 +109,7 @@ class OnnxMiniLMEmbedder:
         self.threads = threads or os.cpu_count() or 1
         self.batch_size = batch_size
         self.max_tokens = max_tokens
+        self.spinning = spinning
         self._identity = ModelIdentity(provider="local", model=LOCAL_MODEL_NAME, dimension=DIMENSION)
         self._session: onnxruntime.InferenceSession | None = None
         self._tokenizer: Tokenizer | None = None
@@ -158,6 +163,7 @@ class OnnxMiniLMEmbedder:
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if self.spinning else "0")
         try:
             session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidProtobuf types
@@ -197,8 +203,8 @@ class OnnxMiniLMEmbedder:
             encodings = self._tokenizer.encode_batch(list(texts))
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
         order = np.argsort(lengths, kind="stable")
-        for start in range(0, len(order), self.batch_size):
-            positions = order[start:start + self.batch_size]
+        for start, stop in plan_batches(lengths[order].tolist(), self.batch_size):
+            positions = order[start:stop]
             out[positions] = self._embed_batch([encodings[i].ids for i in positions],
                                                int(lengths[positions[-1]]))
         return out
@@ -215,6 +221,34 @@ class OnnxMiniLMEmbedder:
             feed["token_type_ids"] = np.zeros_like(ids)
         hidden = self._session.run(["last_hidden_state"], feed)[0]
         return mean_pool_normalize(hidden, mask)
+
+
+def plan_batches(sorted_lengths: list[int], batch_size: int, *, max_waste: float = 0.3,
+                 small: int = 512) -> list[tuple[int, int]]:
+    """Cut token counts sorted ascending into ``(start, stop)`` batches that waste little padding.
+
+    A batch ends at ``batch_size`` texts, or where the next text would make the padded batch
+    more than ``max_waste`` padding (tiny batches of at most ``small`` padded tokens may
+    waste more: splitting them would cost more in per-call overhead than the padding does).
+
+    >>> plan_batches([3, 5, 8, 10, 30, 31, 33, 256], 32)
+    [(0, 7), (7, 8)]
+    >>> plan_batches([10] * 5, 2)
+    [(0, 2), (2, 4), (4, 5)]
+    """
+    batches: list[tuple[int, int]] = []
+    start, total = 0, 0
+    for i, length in enumerate(sorted_lengths):
+        count = i - start
+        if count:
+            padded = (count + 1) * length
+            if count >= batch_size or (padded > small and padded > (1 + max_waste) * (total + length)):
+                batches.append((start, i))
+                start, total = i, 0
+        total += length
+    if start < len(sorted_lengths):
+        batches.append((start, len(sorted_lengths)))
+    return batches
 
 
 def mean_pool_normalize(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nl2sql_assets.errors import EmbeddingError, EmbeddingModelUnavailableError
 from nl2sql_assets.indexing.onnx_minilm import (
@@ -16,6 +18,7 @@ from nl2sql_assets.indexing.onnx_minilm import (
     OnnxMiniLMEmbedder,
     default_model_path,
     default_tokenizer_path,
+    plan_batches,
 )
 
 REFERENCE = Path(__file__).parents[2] / "fixtures" / "embeddings" / "reference_minilm.json"
@@ -26,6 +29,12 @@ def reference() -> dict:
     return json.loads(REFERENCE.read_text(encoding="utf-8"))
 
 
+@pytest.fixture(scope="module")
+def ours(local_embedder, reference) -> np.ndarray:
+    """The shipped model's vectors for the reference texts, computed once for this module."""
+    return local_embedder.embed(reference["texts"])
+
+
 def test_identity_is_known_without_loading() -> None:
     embedder = OnnxMiniLMEmbedder()
     assert embedder.identity.provider == "local"
@@ -34,8 +43,8 @@ def test_identity_is_known_without_loading() -> None:
     assert embedder._session is None  # nothing loaded until first use
 
 
-def test_vectors_agree_with_sentence_transformers_reference(local_embedder, reference) -> None:
-    vectors = local_embedder.embed(reference["texts"])
+def test_vectors_agree_with_sentence_transformers_reference(ours, reference) -> None:
+    vectors = ours
     expected = np.asarray(reference["vectors"], dtype=np.float32)
     cosines = (vectors * expected).sum(axis=1) / np.linalg.norm(expected, axis=1)
     worst = int(np.argmin(cosines))
@@ -44,8 +53,8 @@ def test_vectors_agree_with_sentence_transformers_reference(local_embedder, refe
     assert cosines.mean() >= 0.999
 
 
-def test_nearest_neighbours_agree_with_reference(local_embedder, reference) -> None:
-    vectors = local_embedder.embed(reference["texts"])
+def test_nearest_neighbours_agree_with_reference(ours, reference) -> None:
+    vectors = ours
     expected = np.asarray(reference["vectors"], dtype=np.float32)
     ours, theirs = vectors @ vectors.T, expected @ expected.T
     np.fill_diagonal(ours, -1.0)
@@ -53,11 +62,11 @@ def test_nearest_neighbours_agree_with_reference(local_embedder, reference) -> N
     assert (ours.argmax(axis=1) == theirs.argmax(axis=1)).all()
 
 
-def test_long_text_is_truncated_at_256_tokens_like_the_original(local_embedder, reference) -> None:
+def test_long_text_is_truncated_at_256_tokens_like_the_original(local_embedder, ours, reference) -> None:
     long_index = max(range(len(reference["texts"])), key=lambda i: reference["tokens"][i])
     assert reference["tokens"][long_index] > 256
     long_text = reference["texts"][long_index]
-    vector = local_embedder.embed([long_text])[0]
+    vector = ours[long_index]
     expected = np.asarray(reference["vectors"][long_index], dtype=np.float32)
     assert float(vector @ expected) >= 0.99
     # words past the limit do not change the vector
@@ -138,3 +147,22 @@ def test_copied_model_with_the_same_bytes_loads(tmp_path: Path) -> None:
 def test_bad_settings_are_rejected(kwargs: dict) -> None:
     with pytest.raises(ValueError):
         OnnxMiniLMEmbedder(**kwargs)
+
+
+@given(st.lists(st.integers(min_value=1, max_value=256), max_size=200), st.integers(min_value=1, max_value=64))
+def test_batch_plan_covers_every_text_once_with_bounded_padding(lengths: list[int], batch_size: int) -> None:
+    lengths = sorted(lengths)
+    batches = plan_batches(lengths, batch_size)
+    assert [i for start, stop in batches for i in range(start, stop)] == list(range(len(lengths)))
+    for start, stop in batches:
+        assert 1 <= stop - start <= batch_size
+        part = lengths[start:stop]
+        padded = len(part) * part[-1]
+        assert padded <= 512 or padded <= 1.3 * sum(part) or len(part) == 1
+
+
+def test_mixed_lengths_in_one_call_match_one_by_one(local_embedder) -> None:
+    texts = ["orders", "word " * 300, "customers by region", "x " * 120, "revenue", "column total " * 40]
+    together = local_embedder.embed(texts)
+    one_by_one = np.stack([local_embedder.embed([t])[0] for t in texts])
+    assert np.allclose(together, one_by_one, atol=1e-5)
