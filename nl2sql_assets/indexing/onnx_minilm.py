@@ -58,7 +58,10 @@ def default_model_path() -> Path:
     Raises:
         EmbeddingModelUnavailableError: the package is not installed.
     """
-    spec = importlib.util.find_spec(_MODEL_MODULE)
+    try:
+        spec = importlib.util.find_spec(_MODEL_MODULE)
+    except (ImportError, ValueError):
+        spec = None
     if spec is None or not spec.submodule_search_locations:
         raise EmbeddingModelUnavailableError(
             f"the local embedding model package '{MODEL_PACKAGE}' is not installed; "

