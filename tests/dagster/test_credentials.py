@@ -49,7 +49,7 @@ def _add_entry(home: Path, entry: dict[str, object]) -> None:
 
 
 def test_unreachable_datasource_with_password_leaves_no_trace(
-        instance: dg.DagsterInstance, shop_home: Path, monkeypatch: pytest.MonkeyPatch,
+        instance: dg.DagsterInstance, shop_home: Path, dagster_home: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setenv("WAREHOUSE_PW", PASSWORD)
     _add_entry(shop_home, {"id": "warehouse", "url": "postgresql+psycopg2://loader:${WAREHOUSE_PW}@127.0.0.1:1/dw"})
@@ -66,6 +66,8 @@ def test_unreachable_datasource_with_password_leaves_no_trace(
     assert PASSWORD not in out + err + caplog.text + failure_text(run)
     assert PASSWORD not in _instance_text(instance)
     assert _files_containing(shop_home, PASSWORD) == []
+    assert _files_containing(dagster_home, PASSWORD) == []
+    assert (dagster_home / "history").is_dir()  # the instance really wrote there
 
 
 @pytest.mark.server
