@@ -151,6 +151,14 @@ class EmbeddingService:
                     self._queries.popitem(last=False)
         return vector
 
+    def close(self) -> None:
+        """Release the cache file and the provider's client (if it has one); safe to call twice."""
+        if self.cache is not None:
+            self.cache.close()
+        close = getattr(self.provider, "close", None)
+        if callable(close):
+            close()
+
     def _provider_embed(self, texts: list[str]) -> np.ndarray:
         identity = self.identity
         out = np.asarray(self.provider.embed(texts), dtype=np.float32)

@@ -172,3 +172,13 @@ def test_real_model_through_the_service_with_the_cache(local_embedder, tmp_path:
     query = service.embed_query("total of the orders")
     assert query.shape == (384,) and abs(float(np.linalg.norm(query)) - 1.0) < 1e-5
     assert int(np.argmax(first.vectors @ query)) in (0, 2)
+
+
+def test_close_releases_the_cache_and_can_be_repeated(tmp_path: Path) -> None:
+    cache = EmbeddingCache(tmp_path / "c.sqlite3")
+    service = EmbeddingService(HashEmbedder(), cache)
+    service.embed_documents(TEXTS)
+    service.close()
+    service.close()
+    assert cache._conn is None
+    assert service.embed_documents(TEXTS).from_cache == 3  # reopens on next use
