@@ -1,0 +1,69 @@
+"""``audit``: lineage from the instance and consistency of Chroma against the schema store."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+
+from nl2sql_assets.config import Settings
+from nl2sql_assets.defs.audit import build_audit, format_audit
+from nl2sql_assets.defs.runner import IndexResources, run_index
+from nl2sql_assets.errors import UnknownDatasourceError
+from tests.dagster.conftest import HashEmbeddingsResource
+
+
+@pytest.fixture
+def resources(settings: Settings) -> IndexResources:
+    res = IndexResources(settings, embeddings=HashEmbeddingsResource())
+    yield res
+    res.close()
+
+
+def test_indexed_datasources_are_consistent_with_their_lineage(
+        instance: dg.DagsterInstance, settings: Settings, resources: IndexResources) -> None:
+    results = {r.datasource_id: r for r in run_index(settings, instance=instance, resources=resources)}
+    assert {r.status for r in results.values()} == {"new_version"}
+    report = build_audit(settings, instance, resources=resources)
+    assert report.consistent and report.embedding_model == "hash/bag-of-words/64"
+    shop = next(d for d in report.datasources if d.datasource_id == "shop")
+    assert shop.live_version == results["shop"].schema_version == shop.latest_version
+    assert [r.asset for r in shop.lineage] == ["schema_snapshot", "enriched_snapshot", "schema_chunks",
+                                               "chroma_collection"]
+    assert {r.run_id for r in shop.lineage} == {results["shop"].run_id}
+    assert shop.expected_chunks == shop.present_chunks == 17
+    assert shop.chunk_counts == {"datasource": 1, "table": 3, "column": 12, "relationship": 1, "metric": 0}
+    text = format_audit(report)
+    assert f"lineage of shop@{shop.live_version}" in text and text.rstrip().endswith("audit: consistent")
+    data = report.to_json_dict()
+    assert data["consistent"] is True and {d["datasource_id"] for d in data["datasources"]} == {"shop", "crm"}
+
+
+def test_vector_store_missing_the_live_version_is_inconsistent(
+        instance: dg.DagsterInstance, settings: Settings, resources: IndexResources) -> None:
+    run_index(settings, instance=instance, resources=resources)
+    vectors = resources.vector_store.get_store(resources.embeddings.get_service())
+    live = vectors.live_version("crm")
+    assert vectors.delete_versions("crm", [live]) > 0
+    report = build_audit(settings, instance, resources=resources)
+    assert not report.consistent
+    crm = next(d for d in report.datasources if d.datasource_id == "crm")
+    assert crm.problems == [f"schema store has version {live} but nothing is live in the vector store"]
+    assert next(d for d in report.datasources if d.datasource_id == "shop").consistent
+    assert "INCONSISTENT" in format_audit(report)
+    # `index` repairs it: the registered version is run again and made live
+    results = {r.datasource_id: r for r in run_index(settings, instance=instance, resources=resources)}
+    assert results["crm"].status == "repair" and results["shop"].status == "unchanged"
+    assert build_audit(settings, instance, resources=resources).consistent
+
+
+def test_audit_of_an_unknown_datasource_names_the_known_ones(
+        instance: dg.DagsterInstance, settings: Settings, resources: IndexResources) -> None:
+    with pytest.raises(UnknownDatasourceError, match="unknown datasource 'nope'.*crm, shop"):
+        build_audit(settings, instance, ["nope"], resources=resources)
+
+
+def test_never_indexed_datasource_is_a_warning_not_a_disagreement(
+        instance: dg.DagsterInstance, settings: Settings, resources: IndexResources) -> None:
+    report = build_audit(settings, instance, resources=resources)
+    assert report.consistent
+    assert all("never indexed" in d.warnings[0] for d in report.datasources)
