@@ -1,0 +1,39 @@
+"""``nl2sql-assets demo`` on a fresh machine: no API key, no server, embedded defaults only."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+
+def test_demo_then_index_then_audit_on_a_fresh_home(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("NL2SQL_", "DAGSTER_", "CHROMA_", "OPENAI_", "EMBEDDING_", "SCHEMA_STORE", "ENRICHMENT"))}
+    cli = str(Path(sys.executable).with_name("nl2sql-assets"))
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([cli, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+
+    demo = run("demo", "--no-retrieve")
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    lines = [line for line in demo.stdout.splitlines() if ": new version " in line]
+    assert sorted(line.split(":")[0] for line in lines) == ["commerce", "hr", "support"]
+    home = tmp_path / ".nl2sql"  # the contract's default NL2SQL_HOME
+    assert (home / "dagster" / "dagster.yaml").is_file() and (home / "dagster" / "history").is_dir()
+    assert "dagster - DEBUG" not in demo.stderr  # the run events stay in the instance, not on the console
+
+    again = run("index")
+    assert again.returncode == 0 and again.stdout.count(": unchanged (") == 3, again.stdout + again.stderr
+
+    audit = run("audit")
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    assert audit.stdout.rstrip().endswith("audit: consistent")
+    assert audit.stdout.count("lineage of ") == 3
