@@ -12,6 +12,7 @@ asset can be re-materialized on any machine that reaches the stores (no shared f
 ``chroma_collection`` refuses to write a different set.
 """
 
+# No `from __future__ import annotations` here: Dagster reads the `context` annotation at definition time.
 
 import time
 from datetime import UTC, datetime
@@ -42,6 +43,7 @@ from nl2sql_assets.errors import (
     UnobservedVersionError,
 )
 from nl2sql_assets.indexing.models import CHUNK_TYPES, ChunkSet
+from nl2sql_assets.indexing.orchestrator import versions_to_keep
 from nl2sql_assets.schema.diff import diff_snapshots
 from nl2sql_assets.schema.models import SchemaSnapshot
 from resources.datasources import DatasourcesResource
@@ -96,19 +98,15 @@ def _load(schema_store: SchemaStoreResource, datasource_id: str, schema_version:
 
 
 def _read_database(config: DatasourceConfig, now: datetime) -> SchemaSnapshot:
-    from nl2sql_assets.adapters.base import open_adapter
+    from nl2sql_assets.indexing.orchestrator import read_snapshot
 
-    adapter = open_adapter(config)
-    try:
-        return adapter.read_snapshot(now)
-    finally:
-        adapter.close()
+    return read_snapshot(config, now=now)
 
 
 def _build_chunk_set(snapshot: SchemaSnapshot) -> ChunkSet:
-    from nl2sql_assets.indexing.chunk_builder import build_chunks
+    from nl2sql_assets.indexing.orchestrator import chunks_for
 
-    return build_chunks(snapshot)
+    return chunks_for(snapshot)
 
 
 def chunk_count_metadata(chunk_set: ChunkSet) -> dict[str, int]:
@@ -351,8 +349,7 @@ def chroma_collection(
     keep = vector_store.retention()
     try:
         # the newest keep-1 other versions stay in Chroma; the refresh deletes every other one
-        others = [v.schema_version for v in store.list_versions(datasource_id) if v.schema_version != version]
-        kept = others[-(keep - 1):] if keep > 1 else []
+        kept = versions_to_keep(store, datasource_id, version, keep)
         service = embeddings.get_service()
         vectors = vector_store.get_store(service)
         report = vectors.refresh_schema_chunks(datasource_id, version, chunk_set.chunks,

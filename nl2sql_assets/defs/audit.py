@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import dagster as dg
 from pydantic import BaseModel, ConfigDict, Field
@@ -21,6 +22,11 @@ from nl2sql_assets.defs.verify import chunk_set_hash, compare_ids
 from nl2sql_assets.errors import Nl2SqlError, UnknownDatasourceError
 from nl2sql_assets.indexing.chunk_builder import build_chunks
 from nl2sql_assets.indexing.models import CHUNK_TYPES
+
+if TYPE_CHECKING:
+    from nl2sql_assets.indexing.models import IndexState
+    from nl2sql_assets.indexing.vector_store import ChromaVectorStore
+    from nl2sql_assets.schema.protocol import SchemaStore
 
 ASSET_NAMES = ("schema_snapshot", "enriched_snapshot", "schema_chunks", "chroma_collection")
 MAX_IDS_SHOWN = 10
@@ -152,8 +158,8 @@ def build_audit(
             res.close()
 
 
-def _audit_one(ds: str, store, vectors, state, instance: dg.DagsterInstance,  # type: ignore[no-untyped-def]
-               partitions: Sequence[str], *, in_file: bool) -> DatasourceAudit:
+def _audit_one(ds: str, store: SchemaStore, vectors: ChromaVectorStore, state: IndexState | None,
+               instance: dg.DagsterInstance, partitions: Sequence[str], *, in_file: bool) -> DatasourceAudit:
     problems: list[str] = []
     warnings: list[str] = []
     stored = store.list_versions(ds)

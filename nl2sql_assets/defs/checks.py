@@ -13,6 +13,7 @@ writes). The price: a check cannot be re-run alone; re-materialize the partition
 """
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
@@ -21,6 +22,9 @@ from nl2sql_assets.defs.verify import chunk_coverage, compare_ids, pii_findings
 from nl2sql_assets.errors import Nl2SqlError
 from nl2sql_assets.indexing.models import ChunkSet, ModelIdentity, SearchFilter
 from nl2sql_assets.schema.models import SchemaSnapshot
+
+if TYPE_CHECKING:
+    from nl2sql_assets.indexing.vector_store import ChromaVectorStore
 
 SEARCH_TOP_K = 3
 MAX_LISTED = 20
@@ -105,13 +109,14 @@ def check_vector_identity(configured: ModelIdentity, stored: ModelIdentity | Non
     })
 
 
-def check_tables_found(vectors: object, snapshot: SchemaSnapshot, schema_version: str) -> dg.AssetCheckResult:
+def check_tables_found(vectors: "ChromaVectorStore", snapshot: SchemaSnapshot,
+                       schema_version: str) -> dg.AssetCheckResult:
     """Search each table's own name among the version's table chunks (one batched query)."""
     ds = snapshot.datasource_id
     where = SearchFilter(datasource_ids=[ds], versions={ds: schema_version}, chunk_types=["schema.table"])
     missed: list[str] = []
     try:
-        hits_per_table = vectors.search_many([t.name for t in snapshot.tables], k=SEARCH_TOP_K,  # type: ignore[attr-defined]
+        hits_per_table = vectors.search_many([t.name for t in snapshot.tables], k=SEARCH_TOP_K,
                                              where=where) if snapshot.tables else []
     except Nl2SqlError as exc:
         return _result("tables_found_by_name", False, {"error": str(exc)})

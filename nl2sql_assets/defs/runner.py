@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import dagster as dg
 from pydantic import BaseModel, ConfigDict
@@ -30,6 +30,9 @@ from resources.embeddings import EmbeddingsResource
 from resources.llm import LLMResource
 from resources.schema_store import SchemaStoreResource
 from resources.vector_store import VectorStoreResource
+
+if TYPE_CHECKING:
+    from nl2sql_assets.schema.protocol import SchemaStore
 
 PACKAGED_DAGSTER_YAML = Path(__file__).with_name("dagster.yaml")
 HOST_TAG = "nl2sql/host"
@@ -203,7 +206,7 @@ def run_index(
             res.close()
 
 
-def _repairs(res: IndexResources, store: object, unchanged: list[IndexResult]) -> list[IndexRequest]:
+def _repairs(res: IndexResources, store: SchemaStore, unchanged: list[IndexResult]) -> list[IndexRequest]:
     if not unchanged:
         return []
     vectors = res.vector_store.get_store(res.embeddings.get_service())
@@ -217,7 +220,7 @@ def _repairs(res: IndexResources, store: object, unchanged: list[IndexResult]) -
             continue  # the run itself will report the vector store's failure next time
         if live == result.schema_version:
             continue
-        snapshot = store.get_snapshot(result.datasource_id, result.schema_version)  # type: ignore[attr-defined]
+        snapshot = store.get_snapshot(result.datasource_id, result.schema_version)
         out.append(repair_request(result.datasource_id, result.schema_version, snapshot.fingerprint,
                                   snapshot.metadata_hash, attempt=str(int(time.time()))))
     return out

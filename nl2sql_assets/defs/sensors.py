@@ -5,6 +5,7 @@ Like ``release_sensor`` in Dagster's dynamic-partitions example: it reads its cu
 or a ``SkipReason``. It registers nothing: ``schema_snapshot`` does, in the run.
 """
 
+# No `from __future__ import annotations` here: Dagster reads the `context` annotation at definition time.
 
 from datetime import UTC, datetime
 
