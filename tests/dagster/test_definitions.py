@@ -44,6 +44,8 @@ def test_asset_graph_snapshot() -> None:
         assert sorted(p.to_user_string() for p in node.parent_keys) == want["deps"], name
         assert node.group_name == want["group"]
         assert set(node.kinds) == want["kinds"]
+        assert {k: v for k, v in node.tags.items() if k.startswith("dagster/kind/")} == {
+            f"dagster/kind/{kind}": "" for kind in want["kinds"]}
         assert isinstance(node.partitions_def, dg.DynamicPartitionsDefinition)
         assert node.partitions_def.name == "datasource_versions"
     assert graph.get(dg.AssetKey("chroma_collection")).pools == {"nl2sql_index"}
