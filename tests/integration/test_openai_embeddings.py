@@ -80,6 +80,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(raw)
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client that gave up (the timeout test) is expected; don't print its broken pipe."""
+
+
 @dataclass
 class Endpoint:
     base_url: str
@@ -90,7 +97,7 @@ class Endpoint:
 def endpoint() -> Iterator[Endpoint]:
     script = Script()
     handler = type("Handler", (_Handler,), {"script": script})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = _QuietServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
