@@ -151,6 +151,40 @@ class EmbeddingService:
                     self._queries.popitem(last=False)
         return vector
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """:meth:`embed_query` for many texts with one provider call for those not in memory.
+
+        Returns:
+            Shape ``(len(texts), dimension)`` in input order.
+
+        Raises:
+            EmbeddingError: bad input or provider failure.
+        """
+        texts = check_texts(texts)
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        missing: dict[str, list[int]] = {}
+        with self._lock:
+            for position, text in enumerate(texts):
+                hit = self._queries.get(text)
+                if hit is None:
+                    missing.setdefault(text, []).append(position)
+                else:
+                    self._queries.move_to_end(text)
+                    out[position] = hit
+        if missing:
+            todo = list(missing)
+            computed = self._provider_embed(todo)
+            with self._lock:
+                for text, vector in zip(todo, computed):
+                    out[missing[text]] = vector
+                    if self.query_cache_size > 0:
+                        kept = vector.copy()
+                        kept.setflags(write=False)
+                        self._queries[text] = kept
+                while len(self._queries) > self.query_cache_size:
+                    self._queries.popitem(last=False)
+        return out
+
     def close(self) -> None:
         """Release the cache file and the provider's client (if it has one); safe to call twice."""
         if self.cache is not None:

@@ -101,8 +101,10 @@ class RetrieverConfig(_Frozen):
         table_threshold: a table is selected when its estimated probability of being needed
             reaches this (the adaptive cut-off); bridge tables join them regardless.
         max_tables: at most this many tables selected by score (bridges come on top).
-        column_threshold: within a selected table, a column is sent when its estimated
-            probability reaches this; key and join columns always are.
+        column_cost: within a selected table, a column is sent when its estimated probability
+            reaches ``1 - exp(-column_cost / columns in the datasource)``: the bigger the schema,
+            the cheaper one column (the budget is a share of the schema); key and join columns
+            always are.
         min_columns_per_table: the best columns of each selected table sent regardless.
         small_schema_columns: when > 0, a datasource with at most this many columns is sent
             whole (``fallback: "small_schema"``); 0 turns the shortcut off.
@@ -114,7 +116,7 @@ class RetrieverConfig(_Frozen):
 
     table_threshold: float = Field(default=0.1, ge=0.0, le=1.0)
     max_tables: int = Field(default=5, ge=1)
-    column_threshold: float = Field(default=0.2, ge=0.0, le=1.0)
+    column_cost: float = Field(default=3.0, ge=0.0)
     min_columns_per_table: int = Field(default=1, ge=0)
     small_schema_columns: int = Field(default=0, ge=0)
     route_candidates: int = Field(default=4, ge=1)

@@ -43,8 +43,9 @@ TABLE_FEATURES = (
     "year_match", "date_match", "time_match", "value_hit", "degree", "out_degree", "log_columns",
 )
 CONTEXT_FEATURES = ("logit", "gap", "rank", "neighbour_max", "neighbour_sum", "between_top2")
-WITHIN_FEATURES = ("col_logit", "col_gap_in_table", "col_rank_in_table", "table_prob", "is_pk", "is_join_key",
-                   "n_columns_log")
+WITHIN_FEATURES = ("col_logit", "col_gap_in_table", "col_rank_in_table", "table_prob", "log_columns",
+                   *COLUMN_FEATURES, "rank_dense_max", "rank_dense_rank", "rank_name_cov", "rank_desc_cov",
+                   "rank_mention", "rank_entity_sim")
 
 
 @dataclass(frozen=True)
@@ -64,10 +65,10 @@ class LinearModel:
 VALUE_HIT_WEIGHT = 3.0  # by hand: see the module docstring
 
 # Fitted weights (logistic regression, L2, C=1). Placeholders are replaced by fit output.
-COLUMN_MODEL = LinearModel(weights=(0.0,) * len(COLUMN_FEATURES), bias=-3.0)
-TABLE_MODEL = LinearModel(weights=(0.0,) * len(TABLE_FEATURES), bias=-2.0)
-CONTEXT_MODEL = LinearModel(weights=(0.0,) * (len(CONTEXT_FEATURES) + len(TABLE_FEATURES)), bias=-2.0)
-WITHIN_MODEL = LinearModel(weights=(0.0,) * len(WITHIN_FEATURES), bias=-1.0)
+COLUMN_MODEL = LinearModel(weights=(-1.2685, 3.2873, 2.6965, 0.0805, 0.2351, 0.0925, 1.3367, 1.9559, 3.5541, 3.3189, 1.8001, 1.0567, 0.2802, 0.4079, 1.1929, -0.2012, 0.0000,), bias=-5.4557)
+TABLE_MODEL = LinearModel(weights=(-2.0685, 0.0311, 2.1385, 0.0731, 2.4273, 0.0826, 0.4308, -0.5913, 1.4095, 0.0927, 1.4567, 2.0939, 0.5128, 0.4299, 0.4246, -0.0968, -0.2459, -0.8768, 0.0000, 0.1778, -0.0512, -0.0524,), bias=-1.8682)
+CONTEXT_MODEL = LinearModel(weights=(0.8387, 1.2061, 2.0434, 1.6378, -0.5639, 1.3882, -0.6846, 0.0103, -0.1977, 0.0192, -0.2703, -0.0376, -0.0505, 0.0711, -0.6909, 0.0174, 0.4331, 0.0466, 0.0008, 0.2183, -0.0233, 0.0676, 0.0638, -0.1487, 0.0000, -0.0181, 0.0119, -0.0474,), bias=-0.4932)
+WITHIN_MODEL = LinearModel(weights=(0.5772, 0.0781, 1.7168, -0.2035, -0.1241, -0.9840, -0.9176, -0.5974, 0.4532, 0.9435, 0.6823, -0.0321, 1.1484, 0.0483, -0.3976, -0.7285, 0.7268, -0.6841, 0.0802, 0.4748, -0.2148, 0.0000, 0.6874, 0.5071, 1.3477, -0.3934, 0.9287, 0.7829,), bias=-0.5528)
 
 
 @dataclass(frozen=True)
@@ -222,18 +223,31 @@ def context_features(index: SchemaIndex, first: np.ndarray, table_x: np.ndarray)
     return np.column_stack([logit, first - (first.max() if n else 0.0), rank, nb_max, nb_sum, between, table_x])
 
 
-def within_features(index: SchemaIndex, col_logit: np.ndarray, table_prob: np.ndarray) -> np.ndarray:
-    """Features for choosing columns inside a table, given the table's probability."""
-    table_of = index.lexical.column_table_arr
-    n_tables = len(table_prob)
-    best = _table_max(col_logit, table_of, n_tables, floor=-30.0)
-    rank = np.zeros(len(col_logit))
+def _rank_in_table(values: np.ndarray, table_of: np.ndarray, n_tables: int) -> np.ndarray:
+    out = np.zeros(len(values))
     for t in range(n_tables):
         idx = np.flatnonzero(table_of == t)
         if idx.size:
-            rank[idx] = _inverse_rank(col_logit[idx][None, :], axis=1)[0]
-    return np.column_stack([col_logit, col_logit - best[table_of], rank, table_prob[table_of], index.is_pk,
-                            index.is_join_key, index.log_columns[table_of]]).astype(np.float64)
+            out[idx] = _inverse_rank(values[idx][None, :], axis=1)[0]
+    return out
+
+
+_WITHIN_RANKED = ("dense_max", "dense_rank", "name_cov", "desc_cov", "mention", "entity_sim")
+
+
+def within_features(index: SchemaIndex, col_x: np.ndarray, col_logit: np.ndarray,
+                    table_prob: np.ndarray) -> np.ndarray:
+    """Features for choosing columns inside a table, given the table's probability.
+
+    The column features, the column model's logit and its gap to the table's best column,
+    and ranks inside the table (a column is compared with its own table's columns).
+    """
+    table_of = index.lexical.column_table_arr
+    n_tables = len(table_prob)
+    best = _table_max(col_logit, table_of, n_tables, floor=-30.0)
+    ranks = [_rank_in_table(col_x[:, COLUMN_FEATURES.index(name)], table_of, n_tables) for name in _WITHIN_RANKED]
+    return np.column_stack([col_logit, col_logit - best[table_of], _rank_in_table(col_logit, table_of, n_tables),
+                            table_prob[table_of], index.log_columns[table_of], col_x, *ranks]).astype(np.float64)
 
 
 def score_schema(index: SchemaIndex, terms: QueryTerms, dense: DenseScores) -> SchemaScores:
@@ -243,7 +257,7 @@ def score_schema(index: SchemaIndex, terms: QueryTerms, dense: DenseScores) -> S
     table_x = table_features(index, terms, dense, col_x, col_logit)
     first = TABLE_MODEL.prob(table_x)
     table_prob = CONTEXT_MODEL.prob(context_features(index, first, table_x))
-    within = WITHIN_MODEL.prob(within_features(index, col_logit, table_prob))
+    within = WITHIN_MODEL.prob(within_features(index, col_x, col_logit, table_prob))
     return SchemaScores(table_prob=table_prob, column_logit=col_logit, column_prob=1 / (1 + np.exp(-col_logit)),
                         within_prob=within, column_features=col_x, table_features=table_x)
 
@@ -257,7 +271,7 @@ class Selection:
 
 
 def select(index: SchemaIndex, scores: SchemaScores, *, table_threshold: float, max_tables: int,
-           column_threshold: float, min_columns: int) -> Selection:
+           column_threshold: float, min_columns: int, primary_keys: bool = False) -> Selection:
     """Adaptive cut-off on tables, bridge tables, then key, join and likely columns per table."""
     prob = scores.table_prob
     if not len(prob):
@@ -277,7 +291,7 @@ def select(index: SchemaIndex, scores: SchemaScores, *, table_threshold: float, 
         for ci in idx.tolist():
             if names[ci].name.lower() in join_names:
                 keep.add(ci)
-            elif index.is_pk[ci] and len(tables) > 1:
+            elif primary_keys and index.is_pk[ci] and len(tables) > 1:
                 keep.add(ci)
             elif scores.within_prob[ci] >= column_threshold:
                 keep.add(ci)
