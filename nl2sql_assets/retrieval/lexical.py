@@ -26,7 +26,7 @@ has have had this that these those it its as which what who whom whose when wher
 more most less least than then there their they them he she his her we our you your i me my all any
 each every some such only own same so too very can will just should would could may might must shall
 also into over under about above below between out up down off again further once here both few other
-s t now list give show tell please name names number numbers refer refers referred mean means meaning
+s t now list give show tell please refer refers referred mean means meaning
 stand stands among per whether based value values find state provide indicate calculate describe
 identify
 """.split())

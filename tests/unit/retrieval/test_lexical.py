@@ -1,0 +1,105 @@
+"""Lexical evidence: words, abbreviations, mentions, literal types and sampled values."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nl2sql_assets.retrieval.lexical import LexicalIndex, abbreviates, build_query_terms, stem, words
+from nl2sql_assets.schema.models import Column, ColumnStats, DatasourceInfo, SchemaSnapshot, Table
+from tests.retrieval_samples import CAPTURED
+
+
+def schools() -> SchemaSnapshot:
+    frpm = Table(name="frpm", primary_key=["CDSCode"], columns=[
+        Column(name="CDSCode", type_family="text"),
+        Column(name="County Name", type_family="text"),
+        Column(name="Free Meal Count (K-12)", type_family="float"),
+        Column(name="Enrollment (K-12)", type_family="float"),
+    ])
+    sat = Table(name="satscores", primary_key=["cds"], columns=[
+        Column(name="cds", type_family="text"),
+        Column(name="AvgScrMath", type_family="integer", description="average scores in Math"),
+        Column(name="NumTstTakr", type_family="integer"),
+        Column(name="cname", type_family="text", description="county name",
+               stats=ColumnStats(distinct_count=3, top_values=["Alameda", "Fresno", "Kern"])),
+        Column(name="ssn", type_family="text", pii=True, stats=ColumnStats(top_values=["123-45-6789"])),
+    ])
+    schools = Table(name="schools", primary_key=["CDSCode"], columns=[
+        Column(name="CDSCode", type_family="text"),
+        Column(name="OpenDate", type_family="date"),
+        Column(name="City", type_family="text"),
+    ])
+    return SchemaSnapshot.create(DatasourceInfo(id="ca", dialect="sqlite"), [frpm, sat, schools], CAPTURED)
+
+
+def col(index: LexicalIndex, table: str, column: str) -> int:
+    for ci, c in enumerate(index.columns):
+        if c.name == column and index.tables[index.column_table[ci]].name == table:
+            return ci
+    raise KeyError(column)
+
+
+def test_words_split_identifiers_and_drop_stopwords() -> None:
+    assert words("What is the NumTstTakr of schools_in_Fresno?") == ["num", "tst", "takr", "school", "fresno"]
+    assert stem("categories") == "category" and stem("status") == "status"
+
+
+def test_abbreviations_match_but_unrelated_words_do_not() -> None:
+    assert abbreviates("tst", "test") and abbreviates("takr", "taker") and abbreviates("num", "number")
+    assert not abbreviates("to", "total")          # too short
+    assert not abbreviates("rate", "rate")         # the same word is not an abbreviation
+    assert not abbreviates("cnt", "account")       # must start alike
+
+
+def test_query_terms_split_evidence_and_find_literals() -> None:
+    terms = build_query_terms("How many schools in 'Alameda' opened on 2001/09/01 at 10:30?",
+                              "opened refers to OpenDate; count schools")
+    assert terms.segments == ("How many schools in 'Alameda' opened on 2001/09/01 at 10:30?",
+                              "opened refers to OpenDate", "count schools")
+    assert "Alameda" in terms.entities and "alameda" in terms.literals
+    assert terms.has_date and terms.has_time and not terms.has_year
+    assert build_query_terms("Races in 1999").has_year
+
+
+def test_exact_and_qualified_mentions_including_names_with_spaces() -> None:
+    index = LexicalIndex(schools())
+    terms = build_query_terms("Rate?", "rate = `Free Meal Count (K-12)` / frpm.`Enrollment (K-12)`; see satscores.cds")
+    feats = index.column_features(terms)
+    assert feats["mention"][col(index, "frpm", "Free Meal Count (K-12)")] == 1.0
+    assert feats["mention"][col(index, "satscores", "cds")] == 1.0
+    assert feats["qualified"][col(index, "satscores", "cds")] == 1.0
+    assert feats["qualified"][col(index, "frpm", "Free Meal Count (K-12)")] == 0.0
+    assert feats["mention"][col(index, "frpm", "County Name")] == 0.0
+
+
+def test_abbreviated_column_names_are_covered_by_plain_words() -> None:
+    index = LexicalIndex(schools())
+    feats = index.column_features(build_query_terms("number of test takers with an average score in math"))
+    assert feats["name_cov"][col(index, "satscores", "NumTstTakr")] > 0.7
+    assert feats["desc_cov"][col(index, "satscores", "AvgScrMath")] == 1.0
+    assert feats["name_cov"][col(index, "schools", "City")] == 0.0
+
+
+def test_literal_values_match_sampled_values_but_never_pii_columns() -> None:
+    index = LexicalIndex(schools())
+    feats = index.column_features(build_query_terms("Schools in Alameda with ssn '123-45-6789'"))
+    assert feats["value_hit"][col(index, "satscores", "cname")] == 1.0
+    assert feats["value_hit"][col(index, "satscores", "ssn")] == 0.0
+    assert np.count_nonzero(feats["value_hit"]) == 1
+
+
+def test_table_features_and_routing_overlap() -> None:
+    index = LexicalIndex(schools())
+    terms = build_query_terms("Which satscores rows have the best math score?")
+    tf = index.table_features(terms)
+    names = [t.name for t in index.tables]
+    assert tf["mention"][names.index("satscores")] == 1.0
+    assert tf["coverage"][names.index("satscores")] > tf["coverage"][names.index("schools")]
+    assert index.overlap(terms, {"math": 2.0, "zebra": 5.0}) == 2.0
+
+
+def test_literal_type_flags_mark_date_and_year_columns() -> None:
+    index = LexicalIndex(schools())
+    is_date, is_year = index.flags[:, 0], index.flags[:, 1]
+    assert is_date[col(index, "schools", "OpenDate")] == 1.0 and is_year[col(index, "schools", "OpenDate")] == 1.0
+    assert is_date[col(index, "schools", "City")] == 0.0

@@ -1,0 +1,111 @@
+"""Hybrid scoring and the adaptive selection, on generated schemas with controlled similarities."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nl2sql_assets.retrieval import ranking
+from nl2sql_assets.retrieval.lexical import build_query_terms
+from nl2sql_assets.schema.models import Column, DatasourceInfo, ForeignKey, SchemaSnapshot, Table
+from tests.retrieval_samples import CAPTURED
+
+
+def shop() -> SchemaSnapshot:
+    def t(name: str, cols: list[str], pk: str, fks: dict[str, str] | None = None) -> Table:
+        return Table(name=name, primary_key=[pk], columns=[Column(name=c, type_family="text") for c in cols],
+                     foreign_keys=[ForeignKey(columns=[c], ref_table=r, ref_columns=[c]) for c, r in (fks or {}).items()])
+    tables = [
+        t("customers", ["customer_id", "first_name", "last_name", "city", "loyalty_tier"], "customer_id"),
+        t("orders", ["order_id", "customer_id", "ordered_at", "total", "status"], "order_id",
+          {"customer_id": "customers"}),
+        t("order_items", ["order_id", "line_no", "product_id", "quantity"], "line_no",
+          {"order_id": "orders", "product_id": "products"}),
+        t("products", ["product_id", "name", "unit_price", "category"], "product_id"),
+        t("suppliers", ["supplier_id", "company_name", "country"], "supplier_id"),
+    ]
+    return SchemaSnapshot.create(DatasourceInfo(id="shop", dialect="sqlite"), tables, CAPTURED)
+
+
+def dense_for(index: ranking.SchemaIndex, snapshot: SchemaSnapshot, liked: dict[str, float],
+              segments: int = 1) -> ranking.DenseScores:
+    """Similarities of 0.1 everywhere except the named ``table`` or ``table.column`` chunks."""
+    tables = np.full((segments, len(snapshot.tables)), 0.1)
+    columns = np.full((segments, len(index.lexical.columns)), 0.1)
+    for ti, table in enumerate(snapshot.tables):
+        tables[:, ti] = liked.get(table.name, 0.1)
+    for ci, col in enumerate(index.lexical.columns):
+        key = f"{index.lexical.tables[index.lexical.column_table[ci]].name}.{col.name}"
+        columns[:, ci] = liked.get(key, 0.1)
+    return ranking.DenseScores(tables=tables, columns=columns, entities=np.zeros((0, columns.shape[1])))
+
+
+def names(snapshot: SchemaSnapshot, selection: ranking.Selection) -> list[str]:
+    return [snapshot.tables[t].name for t in selection.tables]
+
+
+def test_scores_have_one_probability_per_table_and_column() -> None:
+    snap = shop()
+    index = ranking.build_schema_index(snap)
+    scores = ranking.score_schema(index, build_query_terms("total of orders"), dense_for(index, snap, {}))
+    assert scores.table_prob.shape == (5,) and scores.within_prob.shape == (len(index.lexical.columns),)
+    assert np.all((scores.table_prob >= 0) & (scores.table_prob <= 1))
+    assert scores.column_features.shape[1] == len(ranking.COLUMN_FEATURES)
+    assert scores.table_features.shape[1] == len(ranking.TABLE_FEATURES)
+
+
+def test_evidence_for_a_table_raises_its_probability() -> None:
+    snap = shop()
+    index = ranking.build_schema_index(snap)
+    terms = build_query_terms("Which suppliers are based in which country?")
+    plain = ranking.score_schema(index, terms, dense_for(index, snap, {}))
+    liked = ranking.score_schema(index, terms, dense_for(index, snap, {"suppliers": 0.7, "suppliers.country": 0.7}))
+    s = [t.name for t in snap.tables].index("suppliers")
+    assert liked.table_prob[s] > plain.table_prob[s]
+    assert int(np.argmax(liked.table_prob)) == s
+
+
+def test_selection_is_adaptive_and_adds_bridges_with_join_columns() -> None:
+    snap = shop()
+    index = ranking.build_schema_index(snap)
+    terms = build_query_terms("Which products did customers in Lyon buy? products.name customers.city")
+    scores = ranking.score_schema(index, terms, dense_for(index, snap, {
+        "customers": 0.6, "products": 0.6, "customers.city": 0.7, "products.name": 0.7}))
+    sel = ranking.select(index, scores, table_threshold=0.2, max_tables=2, column_threshold=0.5, min_columns=1)
+    assert set(names(snap, sel)[:2]) == {"customers", "products"}
+    assert set(names(snap, sel)[2:]) == {"orders", "order_items"}        # the bridge
+    cols = {snap.tables[t].name: {index.lexical.columns[c].name for c in cs} for t, cs in sel.columns.items()}
+    assert {"order_id", "customer_id"} <= cols["orders"]                   # join keys of the bridge
+    assert {"order_id", "product_id"} <= cols["order_items"]
+    assert "city" in cols["customers"] and "name" in cols["products"]
+    strict = ranking.select(index, scores, table_threshold=0.999, max_tables=5, column_threshold=0.5, min_columns=1)
+    assert len(strict.tables) == 1                                         # never empty, even above every score
+
+
+def test_column_threshold_trades_columns_for_recall() -> None:
+    snap = shop()
+    index = ranking.build_schema_index(snap)
+    scores = ranking.score_schema(index, build_query_terms("order totals by status"),
+                                  dense_for(index, snap, {"orders": 0.7, "orders.total": 0.6, "orders.status": 0.6}))
+    loose = ranking.select(index, scores, table_threshold=0.5, max_tables=1, column_threshold=0.0, min_columns=0)
+    tight = ranking.select(index, scores, table_threshold=0.5, max_tables=1, column_threshold=1.0, min_columns=1)
+    (t,) = loose.tables
+    assert len(loose.columns[t]) == len(snap.tables[t].columns)
+    assert len(tight.columns[t]) == 1
+
+
+def test_value_hits_point_to_the_column_holding_the_value() -> None:
+    from nl2sql_assets.schema.models import ColumnStats
+
+    snap = shop()
+    tables = list(snap.tables)
+    customers = tables[[t.name for t in tables].index("customers")]
+    cols = [c.model_copy(update={"stats": ColumnStats(top_values=["Lyon", "Porto"])}) if c.name == "city" else c
+            for c in customers.columns]
+    tables[tables.index(customers)] = customers.model_copy(update={"columns": cols})
+    snap = SchemaSnapshot.create(snap.datasource, tables, CAPTURED)
+    index = ranking.build_schema_index(snap)
+    dense = dense_for(index, snap, {})
+    with_value = ranking.score_schema(index, build_query_terms("How many live in 'Lyon'?"), dense)
+    without = ranking.score_schema(index, build_query_terms("How many live in 'Paris'?"), dense)
+    city = next(i for i, c in enumerate(index.lexical.columns) if c.name == "city")
+    assert with_value.column_logit[city] - without.column_logit[city] >= ranking.VALUE_HIT_WEIGHT - 1e-6
