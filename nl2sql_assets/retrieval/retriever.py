@@ -198,7 +198,7 @@ class SchemaRetriever:
         for q in queries:
             self._check_scope(q.request)
         self._embed(queries)
-        live: dict[str | None, dict[str, str] | None] = {}
+        live: dict[str | None, tuple[dict[str, str] | None, str]] = {}
         results = []
         for q in queries:
             t0 = perf_counter()
@@ -295,21 +295,24 @@ class SchemaRetriever:
                 ci += 1
         return _Cached(snapshot, index, table_pos, column_pos)
 
-    def _live_versions(self, tenant: str | None, live: dict[str | None, dict[str, str] | None],
+    def _live_versions(self, tenant: str | None, live: dict[str | None, tuple[dict[str, str] | None, str]],
                        q: _Query) -> dict[str, str] | None:
         """The vector store's live versions (once per batch and tenant); None when it is down."""
         if tenant not in live:
             t0 = perf_counter()
             try:
-                live[tenant] = self.vector_store.live_versions(tenant)
-            except (VectorStoreUnavailableError, EmbeddingDimensionMismatchError):
-                live[tenant] = None
+                live[tenant] = (self.vector_store.live_versions(tenant), "")
+            except (VectorStoreUnavailableError, EmbeddingDimensionMismatchError) as exc:
+                live[tenant] = (None, str(exc))
             q.timings["vector"] += round((perf_counter() - t0) * 1000, 2)
-        return live[tenant]
+        versions, error = live[tenant]
+        if versions is None:
+            q.warnings.append(f"vector store unavailable ({error}); the answer comes from the schema store alone")
+        return versions
 
     # ------------------------------------------------------------------ one question
 
-    def _retrieve_one(self, q: _Query, live: dict[str | None, dict[str, str] | None]) -> RetrievalResult:
+    def _retrieve_one(self, q: _Query, live: dict[str | None, tuple[dict[str, str] | None, str]]) -> RetrievalResult:
         req = q.request
         versions = self._live_versions(req.tenant, live, q)
         if req.datasource is not None:
@@ -331,8 +334,7 @@ class SchemaRetriever:
         if cfg.small_schema_columns and snapshot.column_count <= cfg.small_schema_columns:
             return self._full_schema(q, datasource, cached, versions, ranked, "small_schema")
         if versions is None:
-            return self._full_schema(q, datasource, cached, versions, ranked, "vector_store_unavailable",
-                                     "vector store unavailable; returning the full schema from the schema store")
+            return self._full_schema(q, datasource, cached, versions, ranked, "vector_store_unavailable")
         k = len(snapshot.tables) + snapshot.column_count + len(snapshot.datasource.metrics)
         where = SearchFilter(tenant_id=q.request.tenant, datasource_ids=[datasource],
                              versions={datasource: str(snapshot.schema_version)}, chunk_types=_SCHEMA_CHUNKS)
@@ -418,7 +420,7 @@ class SchemaRetriever:
         dense: dict[str, dict[str, float]] = {}
         if versions is None:
             failure = "vector_store_unavailable"
-            q.warnings.append("vector store unavailable; routed by words alone and returning the full schema")
+            q.warnings.append("routed by words alone; the full schema of the best datasource is returned")
         else:
             t0 = perf_counter()
             try:

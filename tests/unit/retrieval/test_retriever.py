@@ -1,0 +1,232 @@
+"""The retriever's stages, fallbacks, errors and tenant isolation.
+
+Real SQLite schema store and real embedded Chroma; the HashEmbedder stands in for the model
+(the same behaviours run with the real model in tests/integration/test_retriever.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nl2sql_assets.config import Settings
+from nl2sql_assets.errors import (
+    RetrievalError,
+    SchemaVersionNotFoundError,
+    UnknownDatasourceError,
+    UnknownTenantError,
+)
+from nl2sql_assets.indexing.breaker import CircuitBreaker
+from nl2sql_assets.indexing.embeddings import EmbeddingService
+from nl2sql_assets.indexing.vector_store import build_vector_store
+from nl2sql_assets.retrieval.models import QueryHints, RetrievalRequest, RetrieverConfig
+from nl2sql_assets.schema.models import Column, Table
+from tests.chroma_server import free_port
+from tests.fakes import HashEmbedder
+from tests.retrieval_samples import World, generated_snapshot
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    w = World(tmp_path / "world", HashEmbedder(64))
+    w.add(generated_snapshot(1, datasource_id="shop", tenant="acme",
+                             entities=("customer", "order", "product", "supplier", "invoice")))
+    w.add(generated_snapshot(2, datasource_id="clinic", tenant="acme",
+                             entities=("patient", "doctor", "appointment", "branch")))
+    w.add(generated_snapshot(3, datasource_id="school", tenant="globex",
+                             entities=("student", "teacher", "course", "book")))
+    yield w
+    w.close()
+
+
+def table_names(result) -> list[str]:  # type: ignore[no-untyped-def]
+    return [t.name for t in result.tables]
+
+
+def test_scoped_question_finds_tables_columns_and_contract_shape(world: World) -> None:
+    result = world.retriever().retrieve("customer name and customer city of customers", datasource="shop")
+    assert result.datasource == "shop" and result.fallback is None
+    assert result.datasources[0].id == "shop" and len(result.datasources) == 1
+    assert table_names(result)[0] == "customers"
+    customers = result.tables[0]
+    assert "customer_id" in customers.columns and len(customers.columns) < 6
+    data = result.to_json_dict()
+    assert list(data) == ["question", "datasources", "datasource", "schema_version", "tables", "relationships",
+                          "fallback", "warnings", "timings_ms"]
+    assert set(data["tables"][0]) == {"name", "schema", "score", "columns"}  # type: ignore[index]
+    assert set(data["timings_ms"]) == {"embed", "vector", "total"}  # type: ignore[arg-type]
+
+
+def test_routing_ranks_datasources_when_none_is_given(world: World) -> None:
+    result = world.retriever().retrieve("Which patient saw which doctor at the appointment?")
+    assert result.datasource == "clinic"
+    ids = [d.id for d in result.datasources]
+    assert ids[0] == "clinic" and set(ids) <= {"shop", "clinic", "school"}
+    assert result.datasources[0].score >= result.datasources[-1].score
+
+
+def test_evidence_and_hints_are_part_of_the_semantic_query(world: World) -> None:
+    retriever = world.retriever()
+    plain = retriever.retrieve("Show the rows", datasource="clinic")
+    hinted = retriever.retrieve("Show the rows", datasource="clinic", evidence="rows refers to doctors.doctor_id",
+                                hints=QueryHints(metrics=["doctor count"]))
+    assert table_names(hinted)[0] == "doctors"
+    assert plain.tables != hinted.tables or table_names(plain)[0] == "doctors"
+
+
+def test_bridge_tables_and_relationships_join_the_selection(world: World) -> None:
+    snap = world.schema_store.get_latest("shop")
+    result = world.retriever(RetrieverConfig(table_threshold=0.0, max_tables=5)).retrieve(
+        "everything", datasource="shop")
+    assert {t.name for t in result.tables} == {t.name for t in snap.tables}
+    rels = {(r.from_table, r.to_table) for r in result.relationships}
+    declared = {(t.name, fk.ref_table) for t in snap.tables for fk in t.foreign_keys}
+    assert rels == declared
+    for rel in result.relationships:
+        table = next(t for t in result.tables if t.name == rel.from_table)
+        assert set(rel.from_columns) <= set(table.columns)
+
+
+def test_batch_equals_single_questions(world: World) -> None:
+    retriever = world.retriever()
+    requests = [RetrievalRequest(question="orders of customers", datasource="shop"),
+                RetrievalRequest(question="doctor of each patient"),
+                RetrievalRequest(question="books by course", tenant="globex")]
+    batch = retriever.retrieve_batch(requests)
+    single = [retriever.retrieve(r.question, datasource=r.datasource, tenant=r.tenant) for r in requests]
+    for a, b in zip(batch, single, strict=True):
+        assert a.model_dump(exclude={"timings_ms"}) == b.model_dump(exclude={"timings_ms"})
+
+
+def test_authoritative_resolution_drops_hits_the_snapshot_lacks(world: World) -> None:
+    real = generated_snapshot(4, datasource_id="stale", entities=("vehicle", "route", "agent"))
+    ghost = Table(name="ghost_payments", primary_key=["id"],
+                  columns=[Column(name="id"), Column(name="ghost_amount", description="payment amount of the ghost")])
+    indexed = real.model_copy(update={"tables": [*real.tables, ghost]})
+    version = world.add(real, chunks_from=indexed)   # the index holds a table the schema store does not
+    result = world.retriever().retrieve("ghost payment amount", datasource="stale")
+    assert result.schema_version == version and result.fallback is None
+    assert "ghost_payments" not in table_names(result)
+    assert set(table_names(result)) <= {t.name for t in real.tables}
+
+
+def test_no_candidates_returns_the_full_schema(world: World) -> None:
+    world.add(generated_snapshot(5, datasource_id="unindexed", n_tables=3), index=False)
+    result = world.retriever().retrieve("anything at all", datasource="unindexed")
+    snap = world.schema_store.get_latest("unindexed")
+    assert result.fallback == "no_candidates"
+    assert [(t.name, t.columns) for t in result.tables] == [(t.name, [c.name for c in t.columns]) for t in snap.tables]
+
+
+def test_small_schema_shortcut_is_configurable(world: World) -> None:
+    small = world.retriever(RetrieverConfig(small_schema_columns=1000)).retrieve("orders", datasource="shop")
+    assert small.fallback == "small_schema" and len(small.tables) == 5
+    assert world.retriever().retrieve("orders", datasource="shop").fallback is None
+
+
+def test_vector_store_down_gives_the_full_schema_with_a_warning(world: World, tmp_path: Path) -> None:
+    settings = Settings.from_env({"NL2SQL_HOME": str(tmp_path / "h"), "CHROMA_HOST": "127.0.0.1",
+                                  "CHROMA_PORT": str(free_port())})
+    down = build_vector_store(settings, world.embeddings)
+    retriever = world.retriever(vector_store=down)
+    scoped = retriever.retrieve("orders of customers", datasource="shop")
+    assert scoped.fallback == "vector_store_unavailable" and scoped.warnings
+    assert len(scoped.tables) == 5 and scoped.schema_version == world.schema_store.get_latest("shop").schema_version
+    routed = retriever.retrieve("Which patient saw which doctor?", tenant="acme")
+    assert routed.fallback == "vector_store_unavailable" and routed.tables
+    assert routed.datasource in {"shop", "clinic"}
+
+
+def test_open_breaker_gives_the_full_schema(world: World, tmp_path: Path) -> None:
+    settings = Settings.from_env({"NL2SQL_HOME": str(tmp_path / "h"), "CHROMA_HOST": "127.0.0.1",
+                                  "CHROMA_PORT": str(free_port())})
+    breaker = CircuitBreaker("vector_store", failure_threshold=1, reset_timeout_s=3600)
+    down = build_vector_store(settings, world.embeddings, breaker=breaker)
+    retriever = world.retriever(vector_store=down)
+    retriever.retrieve("orders", datasource="shop")
+    assert breaker.state == "open"
+    result = retriever.retrieve("orders", datasource="shop")
+    assert result.fallback == "vector_store_unavailable"
+    assert any("circuit breaker 'vector_store' is open" in w for w in result.warnings)
+
+
+def test_model_mismatch_falls_back_with_the_message(world: World) -> None:
+    other = EmbeddingService(HashEmbedder(32))
+    from nl2sql_assets.indexing.vector_store import ChromaVectorStore
+
+    mismatched = ChromaVectorStore(world.vector_store._client_factory, other)  # type: ignore[attr-defined]
+    retriever = world.retriever(vector_store=mismatched)
+    retriever.embeddings = other
+    result = retriever.retrieve("orders", datasource="shop")
+    assert result.fallback == "vector_store_unavailable"
+    assert any("re-index" in w for w in result.warnings)
+
+
+def test_bad_input_raises_clear_errors(world: World) -> None:
+    retriever = world.retriever()
+    with pytest.raises(RetrievalError, match="empty"):
+        retriever.retrieve("   ")
+    with pytest.raises(UnknownDatasourceError, match="nope"):
+        retriever.retrieve("x", datasource="nope")
+    with pytest.raises(UnknownTenantError, match="initech"):
+        retriever.retrieve("x", tenant="initech")
+    with pytest.raises(SchemaVersionNotFoundError, match="19990101000000_deadbeef"):
+        retriever.retrieve("x", datasource="shop", schema_version="19990101000000_deadbeef")
+    with pytest.raises(RetrievalError, match="needs a datasource"):
+        retriever.retrieve("x", schema_version="19990101000000_deadbeef")
+    with pytest.raises(UnknownDatasourceError):   # another tenant's datasource is unknown to this tenant
+        retriever.retrieve("x", datasource="school", tenant="acme")
+
+
+def test_an_older_version_is_resolved_when_asked(world: World) -> None:
+    old = world.schema_store.get_latest("clinic")
+    grown = generated_snapshot(2, datasource_id="clinic", tenant="acme",
+                               entities=("patient", "doctor", "appointment", "branch", "invoice"), n_tables=5)
+    new_version = world.add(grown)
+    retriever = world.retriever()
+    assert retriever.retrieve("patients", datasource="clinic").schema_version == new_version
+    result = retriever.retrieve("invoices of patients", datasource="clinic", schema_version=old.schema_version)
+    assert result.schema_version == old.schema_version
+    assert "invoices" not in table_names(result)
+
+
+TENANTS = ("acme", "globex", "initech")
+
+
+@pytest.fixture(scope="module")
+def tenant_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[World, dict[str, str]]]:
+    w = World(tmp_path_factory.mktemp("tenants"), HashEmbedder(64))
+    owner = {}
+    for i in range(9):
+        tenant = TENANTS[i % 3]
+        ds = f"ds_{i}"
+        w.add(generated_snapshot(100 + i, datasource_id=ds, tenant=tenant, n_tables=4))
+        owner[ds] = tenant
+    yield w, owner
+    w.close()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tenant=st.sampled_from(TENANTS), words=st.lists(st.sampled_from(
+    ["customer", "order", "patient", "doctor", "student", "book", "amount", "city", "status", "name"]),
+    min_size=1, max_size=5), pick=st.integers(0, 8))
+def test_a_tenant_only_ever_sees_its_own_datasources(tenant_world: tuple[World, dict[str, str]], tenant: str,
+                                                     words: list[str], pick: int) -> None:
+    world, owner = tenant_world
+    retriever = world.retriever()
+    question = " ".join(words)
+    result = retriever.retrieve(question, tenant=tenant)
+    assert result.datasource is not None and owner[result.datasource] == tenant
+    assert result.datasources and all(owner[d.id] == tenant for d in result.datasources)
+    own = world.schema_store.get_latest(result.datasource)
+    assert {t.name for t in result.tables} <= {t.name for t in own.tables}
+    ds = f"ds_{pick}"
+    if owner[ds] == tenant:
+        assert retriever.retrieve(question, tenant=tenant, datasource=ds).datasource == ds
+    else:
+        with pytest.raises(UnknownDatasourceError):
+            retriever.retrieve(question, tenant=tenant, datasource=ds)
