@@ -1,0 +1,88 @@
+"""``nl2sql-assets retrieve`` on the indexed demo: human-readable, --json, --batch, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nl2sql_assets.cli import main
+from nl2sql_assets.config import Settings
+from tests.integration.test_retriever import demo_settings  # noqa: F401 - fixture
+from tests.chunk_samples import model_provider  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def demo_env(demo_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:  # noqa: F811
+    for var in ("CHROMA_HOST", "CHROMA_PORT", "SCHEMA_STORE_URL", "EMBEDDING_PROVIDER", "EMBEDDING_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NL2SQL_HOME", str(demo_settings.home))
+    monkeypatch.setenv("NL2SQL_DATASOURCES", str(demo_settings.datasources_path))
+    return demo_settings
+
+
+def test_human_readable_output(demo_env: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["retrieve", "Which tickets breached their first-response SLA?"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("datasource: support (version ")
+    assert "\n  tickets (" in out and "\njoins:\n  tickets.policy_id = sla_policies.policy_id" in out and "timings:" in out
+
+
+def test_json_output_is_the_contract_object(demo_env: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["retrieve", "Total payroll cost per department", "--datasource", "hr", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["datasource"] == "hr" and data["datasources"] == [{"id": "hr", "score": 1.0}]
+    assert data["fallback"] is None and data["warnings"] == []
+    assert {"name", "schema", "score", "columns"} == set(data["tables"][0])
+    assert set(data["timings_ms"]) == {"embed", "vector", "total"}
+    assert all(set(r) == {"from_table", "from_columns", "to_table", "to_columns", "cardinality"}
+               for r in data["relationships"])
+
+
+def test_tenant_and_evidence_options(demo_env: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["retrieve", "Which tickets breached the SLA?", "--tenant", "acme", "--json",
+                 "--evidence", "tickets are orders here"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["datasource"] in {"commerce", "hr"}
+
+
+def test_batch_writes_one_line_per_input_line(demo_env: Settings, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    lines = [
+        {"id": "a", "question": "Revenue per month in 2025?"},
+        {"id": "b", "question": "Who reports to the head of engineering?", "datasource": "hr"},
+        "not json",
+        {"id": "d", "question": ""},
+        {"id": "e", "question": "tickets", "datasource": "nope"},
+        {"id": "f", "question": "tickets", "tenant": "globex"},
+    ]
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n")
+    out = tmp_path / "out.jsonl"
+    assert main(["retrieve", "--batch", str(source), "--out", str(out)]) == 0
+    results = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r.get("id") for r in results] == ["a", "b", None, "d", "e", "f"]
+    assert results[0]["datasource"] == "commerce" and results[1]["datasource"] == "hr"
+    assert "not valid JSON" in results[2]["error"] and results[2]["line"] == 3
+    assert "question" in results[3]["error"]
+    assert "unknown datasource 'nope'" in results[4]["error"]
+    assert results[5]["datasource"] == "support"
+    assert "3 answered, 3 error lines" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["retrieve", ""], "the question is empty"),
+    (["retrieve", "x", "--datasource", "nope"], "unknown datasource 'nope'"),
+    (["retrieve", "x", "--tenant", "initech"], "unknown tenant 'initech'"),
+    (["retrieve", "x", "--datasource", "hr", "--schema-version", "19990101000000_deadbeef"],
+     "no version '19990101000000_deadbeef'"),
+    (["retrieve", "--batch", "/nonexistent/in.jsonl", "--out", "/tmp/x.jsonl"], "not found"),
+    (["retrieve", "--batch", "in.jsonl"], "--batch needs --out"),
+])
+def test_bad_input_exits_non_zero_with_a_clear_message(demo_env: Settings, capsys: pytest.CaptureFixture[str],
+                                                       argv: list[str], message: str) -> None:
+    assert main(argv) != 0
+    assert message in capsys.readouterr().err

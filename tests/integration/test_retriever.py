@@ -1,0 +1,139 @@
+"""The retriever end to end: the real ONNX model, real embedded Chroma, the real schema store.
+
+On the bundled demo (three datasources, two tenants) and on generated schemas.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nl2sql_assets.config import Settings, load_datasources
+from nl2sql_assets.demo import DEMO_QUESTIONS, create_demo
+from nl2sql_assets.indexing.embeddings import EmbeddingService
+from nl2sql_assets.indexing.orchestrator import index_datasource
+from nl2sql_assets.indexing.vector_store import build_vector_store
+from nl2sql_assets.retrieval.models import RetrievalRequest
+from nl2sql_assets.retrieval.retriever import SchemaRetriever
+from nl2sql_assets.schema.store import build_schema_store
+from tests.chroma_server import free_port
+from tests.chunk_samples import model_provider  # noqa: F401 - fixture
+from tests.retrieval_samples import World, generated_snapshot
+
+pytestmark = pytest.mark.slow
+GOLD = Path(__file__).parents[2] / "benchmarks" / "gold" / "demo_questions.jsonl"
+
+
+@pytest.fixture(scope="session")
+def demo_settings(tmp_path_factory: pytest.TempPathFactory, model_provider: object) -> Settings:  # noqa: F811
+    """The demo created and indexed (orchestrator path) in a home of its own."""
+    home = tmp_path_factory.mktemp("retrieval-demo") / "home"
+    path = create_demo(home)
+    settings = Settings.from_env({"NL2SQL_HOME": str(home), "NL2SQL_DATASOURCES": str(path)})
+    store = build_schema_store(settings)
+    embeddings = EmbeddingService(model_provider)  # type: ignore[arg-type]
+    vector_store = build_vector_store(settings, embeddings)
+    for config in load_datasources(path):
+        index_datasource(config, store, vector_store)
+    vector_store.close()
+    store.close()
+    return settings
+
+
+@pytest.fixture(scope="module")
+def retriever(demo_settings: Settings, model_provider: object) -> Iterator[SchemaRetriever]:  # noqa: F811
+    store = build_schema_store(demo_settings)
+    embeddings = EmbeddingService(model_provider)  # type: ignore[arg-type]
+    r = SchemaRetriever(store, build_vector_store(demo_settings, embeddings), embeddings)
+    yield r
+    store.close()
+
+
+def test_demo_questions_route_to_their_datasource_and_find_their_tables(retriever: SchemaRetriever) -> None:
+    found = 0
+    for q in DEMO_QUESTIONS:
+        result = retriever.retrieve(q.question)
+        assert result.datasource == q.datasource, q.question
+        assert result.fallback is None and result.tables
+        found += q.tables[0] in {t.name for t in result.tables}
+    assert found >= len(DEMO_QUESTIONS) - 1
+
+
+def test_gold_set_recall_and_precision(retriever: SchemaRetriever) -> None:
+    gold = [json.loads(line) for line in GOLD.read_text().splitlines() if line.strip()]
+    assert len(gold) >= 40
+    results = retriever.retrieve_batch([RetrievalRequest(question=g["question"], datasource=g["datasource"],
+                                                         evidence=g["evidence"] or None) for g in gold])
+    tables_ok = sum(set(g["gold_tables"]) <= {t.name for t in r.tables} for g, r in zip(gold, results, strict=True))
+    sent = sum(len(r.tables) for r in results) / len(results)
+    assert tables_ok / len(gold) >= 0.9
+    assert sent <= 4.0          # precision: far from the 17 tables of a datasource
+
+
+def test_relationships_carry_join_pairs_for_the_selected_tables(retriever: SchemaRetriever) -> None:
+    result = retriever.retrieve("Average rating of products in each category", datasource="commerce")
+    names = {t.name for t in result.tables}
+    assert {"reviews", "products", "categories"} <= names
+    pairs = {(r.from_table, tuple(r.from_columns), r.to_table, tuple(r.to_columns), r.cardinality)
+             for r in result.relationships}
+    assert ("reviews", ("product_id",), "products", ("product_id",), "many-to-one") in pairs
+    assert ("products", ("category_id",), "categories", ("category_id",), "many-to-one") in pairs
+    for rel in result.relationships:
+        assert rel.from_table in names and rel.to_table in names
+
+
+def test_sampled_values_find_the_column_holding_them(retriever: SchemaRetriever) -> None:
+    result = retriever.retrieve("How many parcels did PostNL ship?", datasource="commerce")
+    tables = {t.name: t.columns for t in result.tables}
+    assert "carrier" in tables.get("shipments", [])
+
+
+def test_tenant_scope_with_the_real_model(retriever: SchemaRetriever) -> None:
+    support_question = "Which tickets breached their first-response SLA?"
+    assert retriever.retrieve(support_question).datasource == "support"
+    scoped = retriever.retrieve(support_question, tenant="acme")
+    assert scoped.datasource in {"commerce", "hr"}
+    assert {d.id for d in scoped.datasources} <= {"commerce", "hr"}
+    assert retriever.retrieve(support_question, tenant="globex").datasource == "support"
+
+
+def test_vector_store_down_with_the_real_model(demo_settings: Settings, model_provider: object,  # noqa: F811
+                                               tmp_path: Path) -> None:
+    down_settings = Settings.from_env({"NL2SQL_HOME": str(tmp_path), "CHROMA_HOST": "127.0.0.1",
+                                       "CHROMA_PORT": str(free_port())})
+    store = build_schema_store(demo_settings)
+    embeddings = EmbeddingService(model_provider)  # type: ignore[arg-type]
+    r = SchemaRetriever(store, build_vector_store(down_settings, embeddings), embeddings)
+    result = r.retrieve("How many vacation days did each employee take?")
+    assert result.fallback == "vector_store_unavailable" and result.warnings
+    assert result.datasource == "hr"                        # routed by words alone
+    assert len(result.tables) == len(store.get_latest("hr").tables)
+    store.close()
+
+
+def test_generated_schema_end_to_end_finds_the_bridge(tmp_path: Path, model_provider: object) -> None:  # noqa: F811
+    world = World(tmp_path / "w", model_provider)
+    try:
+        snap = generated_snapshot(7, datasource_id="gen", entities=("customer", "order", "invoice", "product"),
+                                  n_tables=4)
+        world.add(snap)
+        by_name = {t.name: t for t in snap.tables}
+        result = world.retriever().retrieve(
+            "For each customer, list the invoices", datasource="gen",
+            evidence="customers.customer_id; invoices.invoice_id")
+        names = [t.name for t in result.tables]
+        assert {"customers", "invoices"} <= set(names)
+        # whatever joins them is in the answer: the relationships connect every table sent
+        linked = {names[0]}
+        for _ in names:
+            for rel in result.relationships:
+                assert rel.from_table in names and rel.to_table in names
+                if linked & {rel.from_table, rel.to_table}:
+                    linked |= {rel.from_table, rel.to_table}
+        assert linked == set(names)
+        assert all(by_name[t.name].column(c) is not None for t in result.tables for c in t.columns)
+    finally:
+        world.close()
