@@ -194,10 +194,6 @@ def embedding_service_for(provider: object, cache_dir: Path) -> object:
 
 
 @pytest.fixture(scope="session")
-def model_provider() -> object:
-    """The real local model (all-MiniLM-L6-v2 on onnxruntime), loaded once per session."""
-    from nl2sql_assets.indexing.onnx_minilm import OnnxMiniLMEmbedder
-
-    provider = OnnxMiniLMEmbedder(threads=2)
-    provider.load()
-    return provider
+def model_provider(local_embedder: object) -> object:
+    """The real local model, shared with conftest's ``local_embedder`` so it loads once per session."""
+    return local_embedder
