@@ -108,17 +108,23 @@ class RetrieverConfig(_Frozen):
         min_columns_per_table: the best columns of each selected table sent regardless.
         small_schema_columns: when > 0, a datasource with at most this many columns is sent
             whole (``fallback: "small_schema"``); 0 turns the shortcut off.
+        dense_k: at most this many chunks per query text are read from the vector store for a
+            datasource (the rest count as dissimilar).
+        live_version_ttl_s: how long the vector store's live versions are reused (a re-index
+            becomes visible to retrieval within this time; 0 reads them for every call).
         route_candidates: how many datasources routing scores in full.
         route_k: vector hits per query text that routing looks at.
         infer_joins: join tables on same-named key columns where no foreign key is declared.
         cache_size: (datasource, version) indexes kept in memory.
     """
 
-    table_threshold: float = Field(default=0.1, ge=0.0, le=1.0)
+    table_threshold: float = Field(default=0.075, ge=0.0, le=1.0)
     max_tables: int = Field(default=5, ge=1)
-    column_cost: float = Field(default=3.0, ge=0.0)
+    column_cost: float = Field(default=3.2, ge=0.0)
     min_columns_per_table: int = Field(default=1, ge=0)
     small_schema_columns: int = Field(default=0, ge=0)
+    dense_k: int = Field(default=50, ge=1)
+    live_version_ttl_s: float = Field(default=2.0, ge=0.0)
     route_candidates: int = Field(default=4, ge=1)
     route_k: int = Field(default=40, ge=1)
     infer_joins: bool = True

@@ -110,6 +110,8 @@ class _Query:
     texts: list[str]
     n_segments: int
     vectors: np.ndarray | None = None
+    route_hits: list[list[SearchHit]] | Exception | None = None
+    schema_hits: list[list[SearchHit]] | Exception | None = None
     timings: dict[str, float] = field(default_factory=lambda: {"embed": 0.0, "vector": 0.0, "total": 0.0})
     warnings: list[str] = field(default_factory=list)
 
@@ -131,6 +133,7 @@ class SchemaRetriever:
         self.embeddings = embeddings
         self.config = config or RetrieverConfig()
         self._cache: OrderedDict[tuple[str, str], _Cached] = OrderedDict()
+        self._live_cache: dict[str | None, tuple[float, dict[str, str]]] = {}
         self._lock = threading.Lock()
         self._owned: list[object] = []
 
@@ -199,12 +202,19 @@ class SchemaRetriever:
             self._check_scope(q.request)
         self._embed(queries)
         live: dict[str | None, tuple[dict[str, str] | None, str]] = {}
-        results = []
+        t0 = perf_counter()
         for q in queries:
-            t0 = perf_counter()
-            results.append(self._retrieve_one(q, live))
-            q.timings["total"] = round((perf_counter() - t0) * 1000 + q.timings["embed"], 2)
-            results[-1] = results[-1].model_copy(update={"timings_ms": dict(q.timings)})
+            self._live_versions(q.request.tenant, live, q)
+        self._prefetch_routes(queries, live)
+        targets = [self._target(q, live) for q in queries]
+        self._prefetch_schemas(queries, targets, live)
+        shared = (perf_counter() - t0) * 1000 / max(1, len(queries))
+        results = []
+        for q, target in zip(queries, targets, strict=True):
+            t1 = perf_counter()
+            result = target if isinstance(target, RetrievalResult) else self._retrieve_in(q, *target)
+            q.timings["total"] = round((perf_counter() - t1) * 1000 + shared + q.timings["embed"], 2)
+            results.append(result.model_copy(update={"timings_ms": dict(q.timings)}))
         log.debug("retrieved %d questions in %.1f ms", len(requests), (perf_counter() - started) * 1000)
         return results
 
@@ -300,10 +310,18 @@ class SchemaRetriever:
         """The vector store's live versions (once per batch and tenant); None when it is down."""
         if tenant not in live:
             t0 = perf_counter()
-            try:
-                live[tenant] = (self.vector_store.live_versions(tenant), "")
-            except (VectorStoreUnavailableError, EmbeddingDimensionMismatchError) as exc:
-                live[tenant] = (None, str(exc))
+            with self._lock:
+                recent = self._live_cache.get(tenant)
+            if recent is not None and t0 - recent[0] < self.config.live_version_ttl_s:
+                live[tenant] = (recent[1], "")
+            else:
+                try:
+                    versions = self.vector_store.live_versions(tenant)
+                    live[tenant] = (versions, "")
+                    with self._lock:
+                        self._live_cache[tenant] = (t0, versions)
+                except (VectorStoreUnavailableError, EmbeddingDimensionMismatchError) as exc:
+                    live[tenant] = (None, str(exc))
             q.timings["vector"] += round((perf_counter() - t0) * 1000, 2)
         versions, error = live[tenant]
         if versions is None:
@@ -312,19 +330,86 @@ class SchemaRetriever:
 
     # ------------------------------------------------------------------ one question
 
-    def _retrieve_one(self, q: _Query, live: dict[str | None, tuple[dict[str, str] | None, str]]) -> RetrievalResult:
+    def _target(self, q: _Query, live: dict[str | None, tuple[dict[str, str] | None, str]]
+                ) -> RetrievalResult | tuple[str, str | None, dict[str, str] | None, list[RankedDatasource]]:
+        """Where the question goes (datasource, version, live versions, ranking), or a fallback result."""
         req = q.request
-        versions = self._live_versions(req.tenant, live, q)
+        versions = live[req.tenant][0]
         if req.datasource is not None:
-            ranked = [RankedDatasource(id=req.datasource, score=1.0)]
-            return self._retrieve_in(q, req.datasource, req.schema_version, versions, ranked)
+            return req.datasource, req.schema_version, versions, [RankedDatasource(id=req.datasource, score=1.0)]
         ranked, failure = self._route(q, versions)
         if not ranked:
             raise UnknownTenantError(req.tenant) if req.tenant else RetrievalError(
                 "no datasource is registered in the schema store (run `nl2sql-assets index`)")
         if failure is not None:
             return self._full_schema(q, ranked[0].id, None, versions, ranked, failure)
-        return self._retrieve_in(q, ranked[0].id, None, versions, ranked)
+        return ranked[0].id, None, versions, ranked
+
+    def _prefetch_routes(self, queries: list[_Query],
+                         live: dict[str | None, tuple[dict[str, str] | None, str]]) -> None:
+        """One routing search per tenant for every question without a datasource."""
+        groups: dict[str | None, list[_Query]] = {}
+        for q in queries:
+            if q.request.datasource is None and live[q.request.tenant][0] is not None:
+                groups.setdefault(q.request.tenant, []).append(q)
+        for tenant, group in groups.items():
+            versions = live[tenant][0] or {}
+            visible = [d for d in self.schema_store.list_datasources(tenant) if d in versions]
+            if not visible:
+                continue
+            where = SearchFilter(tenant_id=tenant, datasource_ids=visible, chunk_types=_ROUTE_CHUNKS)
+            vectors = [v for q in group for v in q.vectors[: q.n_segments]]  # type: ignore[index]
+            outcome = self._grouped_search(vectors, self.config.route_k, where, group)
+            start = 0
+            for q in group:
+                if isinstance(outcome, Exception):
+                    q.route_hits = outcome
+                else:
+                    q.route_hits = outcome[start:start + q.n_segments]
+                    start += q.n_segments
+
+    def _prefetch_schemas(self, queries: list[_Query], targets: list[object],
+                          live: dict[str | None, tuple[dict[str, str] | None, str]]) -> None:
+        """One schema search per (tenant, datasource, version) for the whole batch."""
+        groups: dict[tuple[str | None, str, str], list[_Query]] = {}
+        sizes: dict[tuple[str | None, str, str], int] = {}
+        for q, target in zip(queries, targets, strict=True):
+            if isinstance(target, RetrievalResult):
+                continue
+            datasource, version, versions, _ = target  # type: ignore[misc]
+            if versions is None:
+                continue
+            cached = self._resolve(datasource, version, versions.get(datasource))
+            snap = cached.snapshot
+            key = (q.request.tenant, datasource, str(snap.schema_version))
+            groups.setdefault(key, []).append(q)
+            sizes[key] = len(snap.tables) + snap.column_count + len(snap.datasource.metrics)
+        for key, group in groups.items():
+            tenant, datasource, version = key
+            where = SearchFilter(tenant_id=tenant, datasource_ids=[datasource], versions={datasource: version},
+                                 chunk_types=_SCHEMA_CHUNKS)
+            k = max(1, min(sizes[key], self.config.dense_k))
+            vectors = [v for q in group for v in q.vectors]  # type: ignore[union-attr]
+            outcome = self._grouped_search(vectors, k, where, group)
+            start = 0
+            for q in group:
+                if isinstance(outcome, Exception):
+                    q.schema_hits = outcome
+                else:
+                    q.schema_hits = outcome[start:start + len(q.texts)]
+                    start += len(q.texts)
+
+    def _grouped_search(self, vectors: list[np.ndarray], k: int, where: SearchFilter,
+                        group: list[_Query]) -> list[list[SearchHit]] | Exception:
+        t0 = perf_counter()
+        try:
+            return self.vector_store.search_many(vectors, k=k, where=where)  # type: ignore[arg-type]
+        except (VectorStoreUnavailableError, EmbeddingDimensionMismatchError) as exc:
+            return exc
+        finally:
+            share = round((perf_counter() - t0) * 1000 / max(1, len(group)), 2)
+            for q in group:
+                q.timings["vector"] += share
 
     def _retrieve_in(self, q: _Query, datasource: str, version: str | None, versions: dict[str, str] | None,
                      ranked: list[RankedDatasource]) -> RetrievalResult:
@@ -335,19 +420,17 @@ class SchemaRetriever:
             return self._full_schema(q, datasource, cached, versions, ranked, "small_schema")
         if versions is None:
             return self._full_schema(q, datasource, cached, versions, ranked, "vector_store_unavailable")
-        k = len(snapshot.tables) + snapshot.column_count + len(snapshot.datasource.metrics)
-        where = SearchFilter(tenant_id=q.request.tenant, datasource_ids=[datasource],
-                             versions={datasource: str(snapshot.schema_version)}, chunk_types=_SCHEMA_CHUNKS)
-        t0 = perf_counter()
-        try:
-            hits = self.vector_store.search_many(list(q.vectors), k=max(1, k), where=where)  # type: ignore[arg-type]
-        except VectorStoreUnavailableError as exc:
+        hits = q.schema_hits
+        if hits is None:
+            k = len(snapshot.tables) + snapshot.column_count + len(snapshot.datasource.metrics)
+            where = SearchFilter(tenant_id=q.request.tenant, datasource_ids=[datasource],
+                                 versions={datasource: str(snapshot.schema_version)}, chunk_types=_SCHEMA_CHUNKS)
+            hits = self._grouped_search(list(q.vectors), max(1, min(k, cfg.dense_k)), where, [q])  # type: ignore[arg-type]
+        if isinstance(hits, EmbeddingDimensionMismatchError):
+            return self._full_schema(q, datasource, cached, versions, ranked, "vector_store_unavailable", str(hits))
+        if isinstance(hits, Exception):
             return self._full_schema(q, datasource, cached, versions, ranked, "vector_store_unavailable",
-                                     f"vector store unavailable ({exc}); returning the full schema")
-        except EmbeddingDimensionMismatchError as exc:
-            return self._full_schema(q, datasource, cached, versions, ranked, "vector_store_unavailable", str(exc))
-        finally:
-            q.timings["vector"] += round((perf_counter() - t0) * 1000, 2)
+                                     f"vector store unavailable ({hits}); returning the full schema")
         dense = self._dense_scores(q, cached, hits)
         if dense is None:
             return self._full_schema(q, datasource, cached, versions, ranked, "no_candidates")
@@ -422,22 +505,21 @@ class SchemaRetriever:
             failure = "vector_store_unavailable"
             q.warnings.append("routed by words alone; the full schema of the best datasource is returned")
         else:
-            t0 = perf_counter()
-            try:
+            outcome = q.route_hits
+            if outcome is None:
                 where = SearchFilter(tenant_id=tenant, datasource_ids=[d for d in visible if d in versions],
                                      chunk_types=_ROUTE_CHUNKS)
-                hits = self.vector_store.search_many(list(q.vectors[: q.n_segments]), k=self.config.route_k,  # type: ignore[index]
-                                                     where=where)
-            except VectorStoreUnavailableError as exc:
+                outcome = self._grouped_search(list(q.vectors[: q.n_segments]), self.config.route_k,  # type: ignore[index]
+                                               where, [q])
+            hits: list[list[SearchHit]] = []
+            if isinstance(outcome, EmbeddingDimensionMismatchError):
                 failure = "vector_store_unavailable"
-                q.warnings.append(f"vector store unavailable ({exc}); routed by words alone, full schema returned")
-                hits = []
-            except EmbeddingDimensionMismatchError as exc:
+                q.warnings.append(str(outcome))
+            elif isinstance(outcome, Exception):
                 failure = "vector_store_unavailable"
-                q.warnings.append(str(exc))
-                hits = []
-            finally:
-                q.timings["vector"] += round((perf_counter() - t0) * 1000, 2)
+                q.warnings.append(f"vector store unavailable ({outcome}); routed by words alone, full schema returned")
+            else:
+                hits = outcome
             dense = _route_dense(hits, set(visible))
         scores = {ds: _ROUTE_WEIGHTS["dense_mean"] * f["mean"] + _ROUTE_WEIGHTS["dense_table"] * f["table"]
                   for ds, f in dense.items()}
