@@ -40,8 +40,30 @@ class SchemaAdapter(Protocol):
         ...
 
 
+def default_schema(config: DatasourceConfig, dialect: str) -> str | None:
+    """The schema name of tables the snapshot leaves unqualified: ``main`` for SQLite, the URL's
+    database for MySQL/MariaDB; None where every table carries its real schema name.
+
+    >>> default_schema(DatasourceConfig(id="a", url="sqlite:///x.db"), "sqlite")
+    'main'
+    >>> default_schema(DatasourceConfig(id="a", url="mysql+pymysql://u:pw@h/shop"), "mariadb")
+    'shop'
+    """
+    if dialect == "sqlite":
+        return "main"
+    if dialect in ("mysql", "mariadb"):
+        from sqlalchemy.engine.url import make_url
+
+        try:
+            return make_url(config.resolved_url()).database or None
+        except Exception:  # noqa: BLE001 - a URL that does not parse fails on connect, with a clear error
+            return None
+    return None
+
+
 def datasource_info(config: DatasourceConfig, dialect: str) -> DatasourceInfo:
-    """The snapshot's datasource section, from the datasources-file entry (never the URL)."""
+    """The snapshot's datasource section, from the datasources-file entry (the URL only for its
+    database name, never its credentials)."""
     return DatasourceInfo(
         id=config.id,
         dialect=dialect,
@@ -51,6 +73,7 @@ def datasource_info(config: DatasourceConfig, dialect: str) -> DatasourceInfo:
         tenant=config.tenant,
         metrics=[MetricDefinition(name=m.name, definition=m.definition, grain=m.grain,
                                   description=m.description) for m in config.metrics],
+        default_schema=default_schema(config, dialect),
     )
 
 

@@ -442,7 +442,8 @@ class SchemaRetriever:
         for t in selection.tables:
             table = snapshot.tables[t]
             tables.append(RetrievedTable(
-                name=table.name, schema=table.schema_name, score=round(float(scores.table_prob[t]), 4),
+                name=table.name, schema=table.schema_name or snapshot.datasource.default_schema,
+                score=round(float(scores.table_prob[t]), 4),
                 columns=[cached.index.lexical.columns[ci].name for ci in selection.columns[t]]))
         return RetrievalResult(
             question=q.request.question, datasources=ranked, datasource=datasource,
@@ -566,7 +567,9 @@ class SchemaRetriever:
         snapshot = cached.snapshot
         if warning:
             q.warnings.append(warning)
-        tables = [RetrievedTable(name=t.name, schema=t.schema_name, score=0.0, columns=[c.name for c in t.columns])
+        default = snapshot.datasource.default_schema
+        tables = [RetrievedTable(name=t.name, schema=t.schema_name or default, score=0.0,
+                                 columns=[c.name for c in t.columns])
                   for t in snapshot.tables]
         log.info("datasource %s: full schema returned (%s)", datasource, fallback)
         return RetrievalResult(

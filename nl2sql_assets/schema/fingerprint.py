@@ -79,7 +79,7 @@ def compute_metadata_hash(datasource: DatasourceInfo, tables: Iterable[Table]) -
     structure only, so including them would make a cheap check disagree with a full snapshot.
     """
     doc = {
-        "datasource": datasource.model_dump(mode="json", exclude={"id", "dialect"}),
+        "datasource": datasource.model_dump(mode="json", exclude={"id", "dialect", "default_schema"}),
         "tables": [
             {
                 "t": t.qualified_name, "comment": t.comment, "description": t.description,

@@ -123,6 +123,8 @@ class DatasourceInfo(_Frozen):
     example_questions: list[str] = Field(default_factory=list)
     tenant: str = "default"
     metrics: list[MetricDefinition] = Field(default_factory=list)
+    # The schema that tables with ``schema_name=None`` live in (SQLite ``main``, a MySQL database).
+    default_schema: str | None = None
 
 
 class EnrichmentRecord(_Frozen):

@@ -28,7 +28,7 @@ def test_human_readable_output(demo_env: Settings, capsys: pytest.CaptureFixture
     assert main(["retrieve", "Which tickets breached their first-response SLA?"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("datasource: support (version ")
-    assert "\n  tickets (" in out and "\njoins:\n  tickets.policy_id = sla_policies.policy_id" in out and "timings:" in out
+    assert "\n  main.tickets (" in out and "\njoins:\n  tickets.policy_id = sla_policies.policy_id" in out and "timings:" in out
 
 
 def test_json_output_is_the_contract_object(demo_env: Settings, capsys: pytest.CaptureFixture[str]) -> None:
@@ -37,6 +37,7 @@ def test_json_output_is_the_contract_object(demo_env: Settings, capsys: pytest.C
     assert data["datasource"] == "hr" and data["datasources"] == [{"id": "hr", "score": 1.0}]
     assert data["fallback"] is None and data["warnings"] == []
     assert {"name", "schema", "score", "columns"} == set(data["tables"][0])
+    assert {t["schema"] for t in data["tables"]} == {"main"}  # SQLite's own name for its schema (contract example)
     assert set(data["timings_ms"]) == {"embed", "vector", "total"}
     assert all(set(r) == {"from_table", "from_columns", "to_table", "to_columns", "cardinality"}
                for r in data["relationships"])

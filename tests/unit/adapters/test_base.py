@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from nl2sql_assets.adapters.base import datasource_info, open_adapter
 from nl2sql_assets.adapters.duckdb import DuckDBAdapter
 from nl2sql_assets.adapters.sqlalchemy import SQLAlchemyAdapter
@@ -37,3 +39,15 @@ def test_in_memory_sqlite_is_allowed() -> None:
     with adapter:  # type: ignore[attr-defined]
         snap = adapter.read_snapshot(datetime(2026, 1, 1, tzinfo=UTC))
     assert snap.tables == [] and snap.datasource.dialect == "sqlite"
+
+
+
+def test_default_schema_names_what_unqualified_tables_live_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PW", "s3cret")
+    sqlite = DatasourceConfig(id="a", url="sqlite:///x.db")
+    maria = DatasourceConfig(id="b", url="mysql+pymysql://root:${PW}@127.0.0.1/shop")
+    pg = DatasourceConfig(id="c", url="postgresql://u@h/db")
+    assert datasource_info(sqlite, "sqlite").default_schema == "main"
+    assert datasource_info(maria, "mariadb").default_schema == "shop"
+    assert datasource_info(pg, "postgresql").default_schema is None
+    assert "s3cret" not in datasource_info(maria, "mariadb").model_dump_json()
