@@ -170,14 +170,16 @@ def column_stats_text(column: Column, row_count: int | None = None) -> str | Non
     '10% null, 40 distinct values, from 2020 to 2025.'
     >>> column_stats_text(Column(name="id", type_family="integer", stats=ColumnStats(distinct_count=9)), 9)
     'All values distinct.'
+    >>> column_stats_text(Column(name="id", stats=ColumnStats(distinct_count=0)), 0) is None
+    True
     """
     stats = column.stats
-    if stats is None or stats.status == "skipped":
-        return None
+    if stats is None or stats.status == "skipped" or row_count == 0:
+        return None  # an empty table's statistics say nothing a question could match
     parts: list[str] = []
     if stats.null_fraction:
         parts.append(f"{_percent(stats.null_fraction)} null")
-    if stats.distinct_count is not None:
+    if stats.distinct_count:
         if row_count and stats.distinct_count >= row_count > 1 and not stats.null_fraction:
             parts.append("all values distinct")
         else:

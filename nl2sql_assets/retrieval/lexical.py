@@ -48,7 +48,8 @@ where find calculate tell provide describe identify show indicate count do does 
 
 _DATE_WORDS = frozenset({"date", "year", "season", "birthday", "dob", "time", "day", "month", "born", "birth"})
 _YEAR_WORDS = frozenset({"year", "season", "yr"})
-_TIME_WORDS = frozenset({"time", "duration", "lap", "milliseconds", "hour", "minute", "second", "seconds"})
+_TIME_WORDS = frozenset({"time", "duration", "elapsed", "millisecond", "milliseconds", "hour", "minute", "second",
+                         "seconds"})
 _DATE_FAMILIES = frozenset({"date", "datetime"})
 _TEXT_FAMILIES = frozenset({"text", "other", "json", "uuid"})
 
