@@ -7,11 +7,9 @@ httpx, real JSON. Each test scripts the server's answers and inspects the reques
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +19,7 @@ from nl2sql_assets.config import Settings
 from nl2sql_assets.errors import EmbeddingError
 from nl2sql_assets.indexing.embeddings import build_embedding_service
 from nl2sql_assets.indexing.openai_embeddings import OpenAIEmbedder
+from tests.openai_fake import EMBEDDINGS, Answer, FakeOpenAI, FakeRequest
 
 API_KEY = "sk-test-a1b2c3d4e5"
 
@@ -42,49 +41,22 @@ class Script:
     hang_seconds: float = 0.0
 
 
-class _Handler(BaseHTTPRequestHandler):
-    script: Script
-
-    def log_message(self, *args: object) -> None:  # keep test output quiet
-        pass
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        length = int(self.headers.get("Content-Length", 0))
-        body = json.loads(self.rfile.read(length))
-        script = self.script
-        script.requests.append({"path": self.path, **body})
-        script.auth_headers.append(self.headers.get("Authorization"))
-        if script.hang_seconds:
-            threading.Event().wait(script.hang_seconds)
-        if self.path != "/v1/embeddings":
-            return self._send(404, {"error": {"message": f"no route {self.path}"}})
-        if script.failures:
-            status, headers = script.failures.pop(0)
-            message = "Incorrect API key provided: sk-test-***" if status == 401 else f"status {status}"
-            return self._send(status, {"error": {"message": message}}, headers)
-        data = [{"object": "embedding", "index": i, "embedding": fake_vector(t, script.dimension)}
-                for i, t in enumerate(body["input"])]
-        if script.shuffle:
-            data.reverse()  # the API does not promise order: the client sorts by index
-        self._send(200, {"object": "list", "data": data, "model": body["model"],
-                         "usage": {"prompt_tokens": 1, "total_tokens": 1}})
-
-    def _send(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
-        raw = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(raw)
-
-
-class _QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        """A client that gave up (the timeout test) is expected; don't print its broken pipe."""
+def _answer(script: Script, request: FakeRequest) -> Answer:
+    """The embeddings endpoint as the script says: queued failures first, then vectors."""
+    script.requests.append({"path": request.path, **request.body})
+    script.auth_headers.append(request.headers.get("Authorization"))
+    if script.hang_seconds:
+        threading.Event().wait(script.hang_seconds)
+    if script.failures:
+        status, headers = script.failures.pop(0)
+        message = "Incorrect API key provided: sk-test-***" if status == 401 else f"status {status}"
+        return status, {"error": {"message": message}}, headers
+    data = [{"object": "embedding", "index": i, "embedding": fake_vector(t, script.dimension)}
+            for i, t in enumerate(request.body["input"])]
+    if script.shuffle:
+        data.reverse()  # the API does not promise order: the client sorts by index
+    return 200, {"object": "list", "data": data, "model": request.body["model"],
+                 "usage": {"prompt_tokens": 1, "total_tokens": 1}}
 
 
 @dataclass
@@ -96,15 +68,9 @@ class Endpoint:
 @pytest.fixture
 def endpoint() -> Iterator[Endpoint]:
     script = Script()
-    handler = type("Handler", (_Handler,), {"script": script})
-    server = _QuietServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
-        yield Endpoint(f"http://127.0.0.1:{server.server_address[1]}/v1", script)
-    finally:
-        server.shutdown()
-        server.server_close()
+    with FakeOpenAI() as server:
+        server.handlers[EMBEDDINGS] = lambda request: _answer(script, request)
+        yield Endpoint(server.base_url, script)
 
 
 def make(endpoint: Endpoint, **kwargs: object) -> tuple[OpenAIEmbedder, list[float]]:

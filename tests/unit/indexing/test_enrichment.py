@@ -19,7 +19,7 @@ from nl2sql_assets.indexing.enrichment import (
     enrich_schema_snapshot,
 )
 from nl2sql_assets.schema.models import Column, ColumnStats, DatasourceInfo, SchemaSnapshot, Table
-from tests.openai_fake import FakeOpenAI, chat_answer
+from tests.openai_fake import CHAT, FakeOpenAI, chat_answer
 
 API_KEY = "sk-test-Very5ecretKey"
 
@@ -64,9 +64,9 @@ ANSWER = {
 def test_enrichment_fills_gaps_keeps_structure_and_owner_text() -> None:
     snap = _snapshot()
     with FakeOpenAI() as server:
-        server.handlers["completions"] = lambda body: (200, chat_answer(ANSWER))
+        server.handlers[CHAT] = lambda request: (200, chat_answer(ANSWER))
         outcome = enrich_schema_snapshot(snap, lambda: _client(server))
-        request = server.calls("completions")[0]
+        request = server.calls(CHAT)[0]
     assert outcome.status == "enriched"
     out = outcome.snapshot
     assert out.fingerprint == snap.fingerprint
@@ -102,25 +102,25 @@ def test_pii_values_are_never_sent() -> None:
         for c in table.columns]})
     snap = SchemaSnapshot.create(snap.datasource, [leaky, snap.tables[1]], snap.captured_at)
     with FakeOpenAI() as server:
-        server.handlers["completions"] = lambda body: (200, chat_answer(ANSWER))
+        server.handlers[CHAT] = lambda request: (200, chat_answer(ANSWER))
         enrich_schema_snapshot(snap, lambda: _client(server))
-        assert "alice@example.com" not in json.dumps(server.calls("completions"))
+        assert "alice@example.com" not in json.dumps(server.calls(CHAT))
 
 
 def test_batches_tables_per_call() -> None:
     with FakeOpenAI() as server:
-        server.handlers["completions"] = lambda body: (200, chat_answer({"tables": []}))
+        server.handlers[CHAT] = lambda request: (200, chat_answer({"tables": []}))
         outcome = enrich_schema_snapshot(_snapshot(), lambda: _client(server), tables_per_call=1)
-        assert len(server.calls("completions")) == 2
+        assert len(server.calls(CHAT)) == 2
     assert outcome.status == "enriched"
 
 
 def test_retries_server_errors_then_succeeds() -> None:
     with FakeOpenAI() as server:
-        server.script("completions", (500, {"error": {}}), (429, {"error": {}}))
-        server.handlers["completions"] = lambda body: (200, chat_answer(ANSWER))
+        server.script(CHAT, (500, {"error": {}}), (429, {"error": {}}))
+        server.handlers[CHAT] = lambda request: (200, chat_answer(ANSWER))
         outcome = enrich_schema_snapshot(_snapshot(), lambda: _client(server, max_retries=2))
-        assert len(server.calls("completions")) == 3
+        assert len(server.calls(CHAT)) == 3
     assert outcome.status == "enriched"
 
 
@@ -135,10 +135,10 @@ def test_never_fails_indexing(case: str, caplog: pytest.LogCaptureFixture) -> No
     snap = _snapshot()
     caplog.set_level(logging.INFO, logger="nl2sql_assets.indexing.enrichment")
     with FakeOpenAI() as server:
-        server.handlers["completions"] = {
-            "auth_refused": lambda body: (401, {"error": {"message": "bad key"}}),
-            "garbage": lambda body: (200, chat_answer("this is not json")),
-        }.get(case, lambda body: (200, chat_answer(ANSWER)))
+        server.handlers[CHAT] = {
+            "auth_refused": lambda request: (401, {"error": {"message": "bad key"}}),
+            "garbage": lambda request: (200, chat_answer("this is not json")),
+        }.get(case, lambda request: (200, chat_answer(ANSWER)))
 
         def factory() -> OpenAIChatClient:
             if case == "no_key":
@@ -173,12 +173,12 @@ def test_off_when_not_configured(nl2sql_home: object) -> None:
 
 def test_build_llm_honours_openai_env(nl2sql_home: object, monkeypatch: pytest.MonkeyPatch) -> None:
     with FakeOpenAI() as server:
-        server.handlers["completions"] = lambda body: (200, chat_answer(ANSWER))
+        server.handlers[CHAT] = lambda request: (200, chat_answer(ANSWER))
         monkeypatch.setenv("ENRICHMENT", "openai")
         monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         settings = Settings.from_env()
         outcome = enrich_schema_snapshot(_snapshot(), lambda: build_llm(settings))
-        headers = server.requests[0][2]
+        headers = server.requests[0].headers
     assert outcome.status == "enriched"
     assert headers.get("Authorization") == f"Bearer {API_KEY}"
