@@ -168,6 +168,13 @@ def _str_list(value: object) -> list[str]:
     return [v.strip() for v in value if isinstance(v, str) and v.strip()]
 
 
+def _blank_filled(current: str | None, proposed: object) -> str | None:
+    """The LLM's text where the owners left the description blank; None to keep what is there."""
+    if current or not isinstance(proposed, str) or not proposed.strip():
+        return None
+    return proposed.strip()
+
+
 def _merge(snapshot: SchemaSnapshot, answers: list[dict[str, object]], model: str) -> SchemaSnapshot:
     by_table: dict[str, dict[str, object]] = {}
     ds_description: str | None = None
@@ -190,9 +197,9 @@ def _merge(snapshot: SchemaSnapshot, answers: list[dict[str, object]], model: st
             tables.append(table)
             continue
         update: dict[str, object] = {}
-        description = item.get("description")
-        if not table.text and isinstance(description, str) and description.strip():
-            update["description"] = description.strip()
+        description = _blank_filled(table.text, item.get("description"))
+        if description:
+            update["description"] = description
             tables_described += 1
         answers_by_col = {c["name"]: c for c in item.get("columns", []) if isinstance(c, dict)
                           and isinstance(c.get("name"), str)} if isinstance(item.get("columns"), list) else {}
@@ -203,9 +210,9 @@ def _merge(snapshot: SchemaSnapshot, answers: list[dict[str, object]], model: st
                 columns.append(col)
                 continue
             col_update: dict[str, object] = {}
-            text = answer.get("description")
-            if not col.text and isinstance(text, str) and text.strip():
-                col_update["description"] = text.strip()
+            text = _blank_filled(col.text, answer.get("description"))
+            if text:
+                col_update["description"] = text
                 columns_described += 1
             known = {s.lower() for s in col.synonyms} | {col.name.lower()}
             extra = [s for s in _str_list(answer.get("synonyms")) if s.lower() not in known]
