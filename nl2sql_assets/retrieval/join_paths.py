@@ -2,8 +2,10 @@
 
 Selected tables are often not adjacent: "circuits" and "results" join through "races". The
 graph has one edge per foreign key (declared by the database) and, optionally, one per
-*inferred* key: a column named exactly like another table's single-column primary key, where
-the database declares no constraint (SQLite files and warehouses often declare none).
+*inferred* key, where the database declares no constraint (SQLite files and warehouses often
+declare none): a column named exactly like another table's single-column primary key, or like a
+column some other table declares as a foreign key (``cards.setCode`` joins ``sets.code`` when
+``set_translations.setCode`` is declared to).
 :meth:`JoinGraph.connect` adds the tables on the shortest paths that connect the selection
 (a greedy Steiner tree; among equally short paths the one through better-scored tables).
 """
@@ -61,10 +63,17 @@ class JoinGraph:
                 self.adjacent[e.parent].add(e.child)
 
     def _infer(self, snapshot: SchemaSnapshot, declared: set[tuple[int, str]]) -> None:
-        keys: dict[str, list[int]] = {}
+        # column name -> (parent, parent columns): a single-column primary key, or a column some
+        # table declares as a single-column foreign key (the same name elsewhere means the same key)
+        keys: dict[str, list[tuple[int, tuple[str, ...]]]] = {}
         for i, t in enumerate(snapshot.tables):
             if len(t.primary_key) == 1:
-                keys.setdefault(t.primary_key[0].lower(), []).append(i)
+                keys.setdefault(t.primary_key[0].lower(), []).append((i, tuple(t.primary_key)))
+        for e in list(self.edges):
+            if len(e.child_columns) == 1:
+                targets = keys.setdefault(e.child_columns[0].lower(), [])
+                if all(p != e.parent for p, _ in targets):
+                    targets.append((e.parent, e.parent_columns))
         linked = {(e.child, e.parent) for e in self.edges} | {(e.parent, e.child) for e in self.edges}
         for ci, table in enumerate(snapshot.tables):
             own_key = [c.lower() for c in table.primary_key]
@@ -72,12 +81,12 @@ class JoinGraph:
                 name = col.name.lower()
                 if (ci, name) in declared or own_key == [name]:
                     continue
-                for pi in keys.get(name, []):
+                for pi, ref_columns in keys.get(name, []):
                     if pi == ci or (ci, pi) in linked:
                         continue
                     parent = snapshot.tables[pi]
-                    fk = ForeignKey(columns=[col.name], ref_table=parent.name, ref_columns=list(parent.primary_key))
-                    self.edges.append(JoinEdge(ci, pi, (col.name,), tuple(parent.primary_key),
+                    fk = ForeignKey(columns=[col.name], ref_table=parent.name, ref_columns=list(ref_columns))
+                    self.edges.append(JoinEdge(ci, pi, (col.name,), ref_columns,
                                                infer_cardinality(table, fk), inferred=True))
                     linked.update({(ci, pi), (pi, ci)})
 

@@ -220,7 +220,7 @@ class LexicalIndex:
         self.tables: list[_Item] = []
         self.columns: list[_Item] = []
         self.column_table: list[int] = []
-        col_flags: list[tuple[float, float, float, float]] = []
+        col_flags: list[tuple[float, float, float, float, float]] = []
         for ti, table in enumerate(snapshot.tables):
             desc = " ".join(filter(None, [table.text]))
             self.tables.append(_Item(table.name, tuple(words(table.name, drop_stopwords=False)),
@@ -238,9 +238,11 @@ class LexicalIndex:
                 is_date = family in _DATE_FAMILIES or bool(name_words & _DATE_WORDS)
                 is_year = is_date or bool(name_words & _YEAR_WORDS)
                 is_time = family in ("time", "datetime", "interval") or bool(name_words & _TIME_WORDS)
-                col_flags.append((float(is_date), float(is_year), float(is_time),
-                                  float(family in _TEXT_FAMILIES)))
-        self.flags = np.array(col_flags, dtype=np.float32).reshape(-1, 4)
+                is_text = family in _TEXT_FAMILIES
+                is_name = is_text and any(w.endswith("name") for w in name_words)
+                col_flags.append((float(is_date), float(is_year), float(is_time), float(is_text), float(is_name)))
+        # per column: date, year, time, text, name (a text column called a name: where proper nouns live)
+        self.flags = np.array(col_flags, dtype=np.float32).reshape(-1, 5)
         self.column_table_arr = np.array(self.column_table, dtype=np.int64)
         n_docs = len(self.columns) + len(self.tables)
         df: Counter[str] = Counter()

@@ -16,11 +16,14 @@ then a within-table column model for what to send of each selected table. Select
 probability, not a fixed k: a table goes in when its probability reaches the configured
 threshold, so a clear question gets one or two tables and a vague one more.
 
-The weights were fitted once with logistic regression on features that describe no particular
-database (similarities, word coverage, mentions, literal types, graph degree); see
-``benchmarks/retrieval_quality.py`` and the report for leave-one-database-out figures. The
-weight of ``value_hit`` (a question literal equal to a sampled value) is set by hand: the
-benchmark databases are empty, so no data could fit it.
+The weights were fitted once with logistic regression on BIRD dev, on features that describe no
+particular database (similarities, word coverage, mentions, literal types such as a year or a
+proper noun against date or name columns, capped graph degree), each stage on out-of-fold
+outputs of the stages before it; ``benchmarks/fit_ranking_weights.py`` does the fit and reports
+leave-one-database-out figures, and the default cut-offs in ``RetrieverConfig`` are the ones that
+spend 3.0 tables and 25% of the columns on the held-out databases. The weight of ``value_hit``
+(a question literal equal to a sampled value) is set by hand: the benchmark databases are empty,
+so no data could fit it.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from nl2sql_assets.retrieval.lexical import LexicalIndex, QueryTerms
 COLUMN_FEATURES = (
     "dense_max", "dense_question", "dense_rank", "name_cov", "desc_cov", "mention", "is_pk", "is_join_key",
     "qualified", "mention_unique", "name_cov_unique", "entity_sim", "entity_rank", "year_match",
-    "date_match", "time_match", "value_hit",
+    "date_match", "time_match", "value_hit", "entity_name",
 )
 TABLE_FEATURES = (
     "dense_max", "dense_question", "name_cov", "mention", "coverage", "col_max", "col_second", "mentions",
@@ -62,13 +65,15 @@ class LinearModel:
         return 1.0 / (1.0 + np.exp(-np.clip(self.logit(x), -30, 30)))
 
 
+DEGREE_CAP = 4.0
 VALUE_HIT_WEIGHT = 3.0  # by hand: see the module docstring
 
-# Fitted weights (logistic regression, L2, C=1). Placeholders are replaced by fit output.
-COLUMN_MODEL = LinearModel(weights=(0.0000, 2.3771, 2.3785, 0.3654, 0.2202, 0.0000, 1.3456, 1.9682, 4.5642, 2.8815, 1.9684, 1.3318, 0.1324, 0.4548, 1.0079, 0.0000, 0.0000,), bias=-5.6868)
-TABLE_MODEL = LinearModel(weights=(0.0000, 0.0000, 1.8975, 0.1356, 2.1995, 0.0509, 0.2795, 0.0000, 1.7818, 0.1108, 1.6004, 1.2272, 0.7616, 0.2992, 0.4964, 0.0000, 0.0000, 0.0000, 0.0000, 0.1528, -0.0331, -0.0996,), bias=-3.0434)
-CONTEXT_MODEL = LinearModel(weights=(0.0000, 2.1913, 2.6683, 2.3111, -1.2022, 1.8742, 0.0000, 0.0000, 1.0577, 0.0686, 1.2029, 0.0066, 0.1389, 0.0000, 0.0000, 0.0806, 1.5865, 0.9370, 0.6978, 0.5288, 0.3146, 0.0343, 0.0000, 0.0000, 0.0000, 0.1335, -0.0131, -0.1070,), bias=-2.5423)
-WITHIN_MODEL = LinearModel(weights=(0.0000, 0.0710, 1.8853, -0.2688, -0.1482, -2.2170, 1.1897, 0.9131, 1.1768, 0.9341, 0.0000, 0.8698, 2.3644, 1.7154, 2.2507, 0.0000, 1.1581, 0.0000, 0.5552, 1.3680, 0.0000, 0.0000, 0.6467, 0.2661, 1.5287, -0.2595, 0.4436, 0.6052,), bias=-3.6091)
+# Fitted weights (logistic regression, L2, C=1, out-of-fold stacking), as printed by
+# benchmarks/fit_ranking_weights.py.
+COLUMN_MODEL = LinearModel(weights=(0.0000, 2.9548, 2.4217, 0.2282, 0.1084, 0.0000, 1.4184, 2.2105, 4.2597, 3.1238, 1.8167, 0.5954, 0.0000, 0.6111, 1.2293, 0.0216, 0.0000, 1.5577,), bias=-5.9855)
+TABLE_MODEL = LinearModel(weights=(0.0000, 0.0000, 1.8274, 0.0000, 2.2684, 0.0000, 0.2871, 0.0000, 1.7181, 0.1226, 2.0972, 1.3180, 0.9383, 0.4363, 0.3038, 0.0090, 0.0000, 0.0000, 0.0000, 0.3139, -0.1769, -0.1632,), bias=-3.0740)
+CONTEXT_MODEL = LinearModel(weights=(0.0000, 0.0000, 1.4716, 1.6349, -1.0791, 1.8035, 0.0000, 0.0000, 1.6618, 0.0381, 2.1096, 0.0000, 0.2519, 0.0000, 1.0203, 0.1668, 2.1178, 1.3193, 1.0100, 0.8426, 0.2108, 0.1007, 0.0000, 0.0000, 0.0000, 0.3597, -0.1739, -0.1898,), bias=-3.7380)
+WITHIN_MODEL = LinearModel(weights=(0.0000, 0.1008, 1.5613, 0.0000, -0.1789, 0.0000, 0.2786, 0.4186, 0.9032, 0.6268, 0.0000, 0.9994, 2.4588, 1.2621, 2.5302, 0.0000, 0.4962, 0.0000, 0.6177, 1.4135, 0.0000, 0.0000, 1.0352, 0.5785, 0.6990, 1.5558, 0.0000, 0.2541, 0.3321,), bias=-3.9876)
 
 
 @dataclass(frozen=True)
@@ -128,8 +133,11 @@ def build_schema_index(snapshot, *, infer_joins: bool = True) -> SchemaIndex:  #
         graph=graph,
         is_pk=np.array(is_pk, dtype=np.float32),
         is_join_key=np.array(is_join, dtype=np.float32),
-        degree=np.array([len(a) for a in graph.adjacent], dtype=np.float32),
-        out_degree=np.array([sum(1 for e in graph.edges if e.child == t) for t in range(n_tables)], dtype=np.float32),
+        # capped: a hub's exact degree says little more, and an extreme one (a table with 24 keys)
+        # would put a linear model far outside what it was fitted on
+        degree=np.minimum(np.array([len(a) for a in graph.adjacent], dtype=np.float32), DEGREE_CAP),
+        out_degree=np.minimum(np.array([sum(1 for e in graph.edges if e.child == t) for t in range(n_tables)],
+                                       dtype=np.float32), DEGREE_CAP),
         log_columns=np.log1p(np.array([len(t.columns) for t in snapshot.tables], dtype=np.float32)),
         columns_per_table=np.array([len(t.columns) for t in snapshot.tables], dtype=np.int64),
     )
@@ -171,7 +179,7 @@ def column_features(index: SchemaIndex, terms: QueryTerms, dense: DenseScores) -
         dense_max, dense_q, dense_rank, feats["name_cov"], feats["desc_cov"], feats["mention"],
         index.is_pk, index.is_join_key, feats["qualified"], feats["mention"] * uniq, feats["name_cov"] * uniq,
         ent, ent_rank, float(terms.has_year) * lex.flags[:, 1], float(terms.has_date) * lex.flags[:, 0],
-        float(terms.has_time) * lex.flags[:, 2], feats["value_hit"],
+        float(terms.has_time) * lex.flags[:, 2], feats["value_hit"], float(bool(terms.entities)) * lex.flags[:, 4],
     ]).astype(np.float64)
 
 

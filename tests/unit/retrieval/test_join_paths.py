@@ -67,6 +67,23 @@ def test_inferred_joins_on_same_named_keys_when_none_are_declared() -> None:
     assert rel.cardinality == "many-to-one" and rel.to_columns == ["CustomerID"]
 
 
+def test_a_column_named_like_a_declared_foreign_key_joins_the_same_parent() -> None:
+    # set_translations.setCode is declared to reference sets.code; cards.setCode is not declared
+    sets = Table(name="sets", primary_key=["id"], columns=[Column(name="id"), Column(name="code")])
+    translations = Table(name="set_translations", primary_key=["id"],
+                         columns=[Column(name="id"), Column(name="setCode"), Column(name="language")],
+                         foreign_keys=[ForeignKey(columns=["setCode"], ref_table="sets", ref_columns=["code"])])
+    cards = Table(name="cards", primary_key=["id"], columns=[Column(name="id"), Column(name="setCode")])
+    graph = JoinGraph(snapshot([sets, translations, cards]))
+    inferred = [e for e in graph.edges if e.inferred]
+    assert [(graph.names[e.child], e.child_columns, graph.names[e.parent], e.parent_columns) for e in inferred] == [
+        ("cards", ("setCode",), "sets", ("code",))]
+    # the declaring table gets no second edge, and without inference only the declared key is there
+    assert len(JoinGraph(snapshot([sets, translations, cards]), infer=False).edges) == 1
+    assert [graph.names[i] for i in graph.connect(idx(graph, "cards", "set_translations"))] == [
+        "cards", "set_translations", "sets"]
+
+
 def test_one_to_one_and_multiple_keys_between_the_same_tables() -> None:
     profiles = Table(name="profiles", primary_key=["user_id"], columns=[Column(name="user_id")],
                      foreign_keys=[ForeignKey(columns=["user_id"], ref_table="users", ref_columns=["id"])])

@@ -103,3 +103,16 @@ def test_literal_type_flags_mark_date_and_year_columns() -> None:
     is_date, is_year = index.flags[:, 0], index.flags[:, 1]
     assert is_date[col(index, "schools", "OpenDate")] == 1.0 and is_year[col(index, "schools", "OpenDate")] == 1.0
     assert is_date[col(index, "schools", "City")] == 0.0
+
+
+def test_name_flag_marks_text_columns_called_a_name() -> None:
+    snap = SchemaSnapshot.create(DatasourceInfo(id="f1", dialect="sqlite"), [Table(name="drivers", columns=[
+        Column(name="forename", type_family="text"),
+        Column(name="surname", type_family="text"),
+        Column(name="AdmLName1", type_family="text", description="administrator last name"),
+        Column(name="nationality", type_family="text"),
+        Column(name="name_length", type_family="integer"),
+    ])], CAPTURED)
+    index = LexicalIndex(snap)
+    is_name = {c.name: float(index.flags[i, 4]) for i, c in enumerate(index.columns)}
+    assert is_name == {"forename": 1.0, "surname": 1.0, "AdmLName1": 1.0, "nationality": 0.0, "name_length": 0.0}

@@ -56,9 +56,10 @@ def test_scores_have_one_probability_per_table_and_column() -> None:
 def test_evidence_for_a_table_raises_its_probability() -> None:
     snap = shop()
     index = ranking.build_schema_index(snap)
-    terms = build_query_terms("Which suppliers are based in which country?")
+    terms = build_query_terms("Who provides the goods we sell, and from where?")  # no schema word: dense only
     plain = ranking.score_schema(index, terms, dense_for(index, snap, {}))
-    liked = ranking.score_schema(index, terms, dense_for(index, snap, {"suppliers": 0.7, "suppliers.country": 0.7}))
+    liked = ranking.score_schema(index, terms, dense_for(index, snap, {"suppliers": 0.8, "suppliers.company_name": 0.8,
+                                                                "suppliers.country": 0.8}))
     s = [t.name for t in snap.tables].index("suppliers")
     assert liked.table_prob[s] > plain.table_prob[s]
     assert int(np.argmax(liked.table_prob)) == s
@@ -109,3 +110,28 @@ def test_value_hits_point_to_the_column_holding_the_value() -> None:
     without = ranking.score_schema(index, build_query_terms("How many live in 'Paris'?"), dense)
     city = next(i for i, c in enumerate(index.lexical.columns) if c.name == "city")
     assert with_value.column_logit[city] - without.column_logit[city] >= ranking.VALUE_HIT_WEIGHT - 1e-6
+
+
+def test_a_proper_noun_in_the_question_favours_name_columns() -> None:
+    snap = shop()
+    index = ranking.build_schema_index(snap)
+    first = [c.name for c in index.lexical.columns].index("first_name")
+    city = [c.name for c in index.lexical.columns].index("city")
+    with_name = ranking.score_schema(index, build_query_terms("Which orders did Ada Lovelace place?"),
+                                     dense_for(index, snap, {}))
+    without = ranking.score_schema(index, build_query_terms("Which orders did she place?"), dense_for(index, snap, {}))
+    j = ranking.COLUMN_FEATURES.index("entity_name")
+    assert with_name.column_features[first, j] == 1.0 and with_name.column_features[city, j] == 0.0
+    assert without.column_features[first, j] == 0.0
+    assert with_name.column_logit[first] > without.column_logit[first]
+
+
+def test_graph_degree_features_are_capped() -> None:
+    hub = Table(name="match", primary_key=["id"], columns=[Column(name="id")] + [
+        Column(name=f"player_{i}") for i in range(12)], foreign_keys=[
+        ForeignKey(columns=[f"player_{i}"], ref_table=f"p{i}", ref_columns=["id"]) for i in range(12)])
+    players = [Table(name=f"p{i}", primary_key=["id"], columns=[Column(name="id")]) for i in range(12)]
+    snap = SchemaSnapshot.create(DatasourceInfo(id="hub", dialect="sqlite"), [hub, *players], CAPTURED)
+    index = ranking.build_schema_index(snap)
+    assert len(index.graph.adjacent[0]) == 12
+    assert index.degree[0] == index.out_degree[0] == ranking.DEGREE_CAP
