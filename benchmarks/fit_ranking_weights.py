@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         models["table"] = stage(R.TABLE_FEATURES, "tx", "ty", train, apply, "first",
                                 lambda m, r: m.prob(r["tx"]), folds)
         for r in train + apply:
-            r["xx"] = R.context_features(r["d"]["index"], r["first"], r["tx"])  # type: ignore[index,arg-type]
+            r["xx"] = R.context_features(r["d"]["index"], r["first"], r["tx"], r["terms"])  # type: ignore[index,arg-type]
         models["context"] = stage(R.CONTEXT_FEATURES + R.TABLE_FEATURES, "xx", "ty", train, apply, "tp",
                                   lambda m, r: m.prob(r["xx"]), folds)
         for r in train + apply:

@@ -343,6 +343,14 @@ class LexicalIndex:
             coverage[ti] = sum(self._tidf[w] for w in qwords if w in vocab) / total
         return {"name_cov": name_cov, "mention": mention, "coverage": coverage}
 
+    def residual_coverage(self, terms: QueryTerms, top: int) -> np.ndarray:
+        """Per table: the IDF-weighted share of question words its vocabulary holds and table ``top``'s
+        does not (what a second table would be needed for)."""
+        qwords = [w for w in terms.words if w in self._tidf and w not in self.table_vocab[top]]
+        total = sum(self._tidf[w] for w in terms.words if w in self._tidf) or 1.0
+        return np.array([sum(self._tidf[w] for w in qwords if w in vocab) / total for vocab in self.table_vocab],
+                        dtype=np.float32)
+
     def overlap(self, terms: QueryTerms, idf: dict[str, float]) -> float:
         """Sum of ``idf`` over question words this snapshot's vocabulary contains (routing)."""
         return float(sum(idf.get(w, 0.0) for w in terms.words if w in self.vocabulary))

@@ -10,7 +10,8 @@ models:
 2. a table model: how likely is this table needed (its own evidence plus its columns');
 3. a second table model that also sees the first one's estimates of the table's neighbours in
    the join graph (a hub table next to two likely tables is likely a bridge; two tables
-   answering the same words compete);
+   answering the same words compete) and how much of the question the table explains that the
+   likeliest table does not (a question about "orders by loyalty tier" needs a second table);
 
 then a within-table column model for what to send of each selected table. Selection is by
 probability, not a fixed k: a table goes in when its probability reaches the configured
@@ -45,7 +46,7 @@ TABLE_FEATURES = (
     "col_rank", "col_gap", "qualified", "mention_unique", "name_cov_unique", "entity_sim", "entity_rank",
     "year_match", "date_match", "time_match", "value_hit", "degree", "out_degree", "log_columns",
 )
-CONTEXT_FEATURES = ("logit", "gap", "rank", "neighbour_max", "neighbour_sum", "between_top2")
+CONTEXT_FEATURES = ("logit", "gap", "rank", "neighbour_max", "neighbour_sum", "between_top2", "residual_cov")
 WITHIN_FEATURES = ("col_logit", "col_gap_in_table", "col_rank_in_table", "table_prob", "log_columns",
                    *COLUMN_FEATURES, "rank_dense_max", "rank_dense_rank", "rank_name_cov", "rank_desc_cov",
                    "rank_mention", "rank_entity_sim")
@@ -72,7 +73,7 @@ VALUE_HIT_WEIGHT = 3.0  # by hand: see the module docstring
 # benchmarks/fit_ranking_weights.py.
 COLUMN_MODEL = LinearModel(weights=(0.0000, 2.9548, 2.4217, 0.2282, 0.1084, 0.0000, 1.4184, 2.2105, 4.2597, 3.1238, 1.8167, 0.5954, 0.0000, 0.6111, 1.2293, 0.0216, 0.0000, 1.5577,), bias=-5.9855)
 TABLE_MODEL = LinearModel(weights=(0.0000, 0.0000, 1.8274, 0.0000, 2.2684, 0.0000, 0.2871, 0.0000, 1.7181, 0.1226, 2.0972, 1.3180, 0.9383, 0.4363, 0.3038, 0.0090, 0.0000, 0.0000, 0.0000, 0.3139, -0.1769, -0.1632,), bias=-3.0740)
-CONTEXT_MODEL = LinearModel(weights=(0.0000, 0.0000, 1.4716, 1.6349, -1.0791, 1.8035, 0.0000, 0.0000, 1.6618, 0.0381, 2.1096, 0.0000, 0.2519, 0.0000, 1.0203, 0.1668, 2.1178, 1.3193, 1.0100, 0.8426, 0.2108, 0.1007, 0.0000, 0.0000, 0.0000, 0.3597, -0.1739, -0.1898,), bias=-3.7380)
+CONTEXT_MODEL = LinearModel(weights=(0.0000, 0.0000, 3.1878, 1.8145, -1.0871, 1.8792, 4.5735, 0.0000, 0.0000, 1.4468, 0.0286, 0.8892, 0.0000, 0.2211, 0.0000, 0.9000, 0.1498, 2.0881, 1.1433, 0.5692, 0.2476, 0.3425, 0.1176, 0.0000, 0.0000, 0.0000, 0.4573, -0.2280, -0.2867,), bias=-4.3360)
 WITHIN_MODEL = LinearModel(weights=(0.0000, 0.1008, 1.5613, 0.0000, -0.1789, 0.0000, 0.2786, 0.4186, 0.9032, 0.6268, 0.0000, 0.9994, 2.4588, 1.2621, 2.5302, 0.0000, 0.4962, 0.0000, 0.6177, 1.4135, 0.0000, 0.0000, 1.0352, 0.5785, 0.6990, 1.5558, 0.0000, 0.2541, 0.3321,), bias=-3.9876)
 
 
@@ -216,8 +217,10 @@ def table_features(index: SchemaIndex, terms: QueryTerms, dense: DenseScores, co
     ]).astype(np.float64)
 
 
-def context_features(index: SchemaIndex, first: np.ndarray, table_x: np.ndarray) -> np.ndarray:
-    """Second-stage table features: the first estimate and its neighbours' in the join graph."""
+def context_features(index: SchemaIndex, first: np.ndarray, table_x: np.ndarray,
+                     terms: QueryTerms | None = None) -> np.ndarray:
+    """Second-stage table features: the first estimate, its neighbours' in the join graph, and how
+    much of the question this table explains that the likeliest table does not."""
     n = len(first)
     logit = np.log(np.clip(first, 1e-6, 1 - 1e-6) / np.clip(1 - first, 1e-6, 1))
     adjacent = index.graph.adjacent
@@ -228,7 +231,9 @@ def context_features(index: SchemaIndex, first: np.ndarray, table_x: np.ndarray)
     top2 = order[1] if n > 1 else top1
     between = np.array([float(t in adjacent[top1] and t in adjacent[top2]) for t in range(n)])
     rank = _inverse_rank(first[None, :], axis=1)[0] if n else first
-    return np.column_stack([logit, first - (first.max() if n else 0.0), rank, nb_max, nb_sum, between, table_x])
+    residual = index.lexical.residual_coverage(terms, int(top1)) if terms is not None and n else np.zeros(n)
+    return np.column_stack([logit, first - (first.max() if n else 0.0), rank, nb_max, nb_sum, between, residual,
+                            table_x])
 
 
 def _rank_in_table(values: np.ndarray, table_of: np.ndarray, n_tables: int) -> np.ndarray:
@@ -264,7 +269,7 @@ def score_schema(index: SchemaIndex, terms: QueryTerms, dense: DenseScores) -> S
     col_logit = column_logits(col_x)
     table_x = table_features(index, terms, dense, col_x, col_logit)
     first = TABLE_MODEL.prob(table_x)
-    table_prob = CONTEXT_MODEL.prob(context_features(index, first, table_x))
+    table_prob = CONTEXT_MODEL.prob(context_features(index, first, table_x, terms))
     within = WITHIN_MODEL.prob(within_features(index, col_x, col_logit, table_prob))
     return SchemaScores(table_prob=table_prob, column_logit=col_logit, column_prob=1 / (1 + np.exp(-col_logit)),
                         within_prob=within, column_features=col_x, table_features=table_x)

@@ -116,3 +116,15 @@ def test_name_flag_marks_text_columns_called_a_name() -> None:
     index = LexicalIndex(snap)
     is_name = {c.name: float(index.flags[i, 4]) for i, c in enumerate(index.columns)}
     assert is_name == {"forename": 1.0, "surname": 1.0, "AdmLName1": 1.0, "nationality": 0.0, "name_length": 0.0}
+
+
+def test_residual_coverage_is_what_a_second_table_explains_beyond_the_first() -> None:
+    index = LexicalIndex(schools())
+    names = [t.name for t in index.tables]
+    terms = build_query_terms("Average math score of schools opened in the city of Fresno")
+    after_sat = index.residual_coverage(terms, names.index("satscores"))
+    # satscores explains average/math/score; schools adds school/city; frpm adds nothing new
+    assert after_sat[names.index("satscores")] == 0.0 and after_sat[names.index("frpm")] == 0.0
+    assert after_sat[names.index("schools")] > 0.0
+    after_schools = index.residual_coverage(terms, names.index("schools"))
+    assert after_schools[names.index("satscores")] > after_schools[names.index("schools")] == 0.0

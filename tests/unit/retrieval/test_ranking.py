@@ -135,3 +135,18 @@ def test_graph_degree_features_are_capped() -> None:
     index = ranking.build_schema_index(snap)
     assert len(index.graph.adjacent[0]) == 12
     assert index.degree[0] == index.out_degree[0] == ranking.DEGREE_CAP
+
+
+def test_a_table_explaining_words_the_top_table_cannot_is_raised() -> None:
+    snap = shop()
+    index = ranking.build_schema_index(snap)
+    terms = build_query_terms("Total of orders by loyalty tier")
+    dense = dense_for(index, snap, {})
+    scores = ranking.score_schema(index, terms, dense)
+    names = [t.name for t in snap.tables]
+    x = ranking.context_features(index, ranking.TABLE_MODEL.prob(scores.table_features), scores.table_features, terms)
+    j = ranking.CONTEXT_FEATURES.index("residual_cov")
+    assert x[names.index("customers"), j] > 0.0 and x[names.index("suppliers"), j] == 0.0
+    without = ranking.CONTEXT_MODEL.prob(ranking.context_features(
+        index, ranking.TABLE_MODEL.prob(scores.table_features), scores.table_features))
+    assert scores.table_prob[names.index("customers")] > without[names.index("customers")]
