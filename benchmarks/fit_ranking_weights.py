@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         models["context"] = stage(R.CONTEXT_FEATURES + R.TABLE_FEATURES, "xx", "ty", train, apply, "tp",
                                   lambda m, r: m.prob(r["xx"]), folds)
         for r in train + apply:
-            r["wx"] = R.within_features(r["d"]["index"], r["cx"], r["cl"], r["tp"])  # type: ignore[index,arg-type]
+            r["wx"] = R.within_features(r["d"]["index"], r["cx"], r["cl"], r["tp"], r["terms"])  # type: ignore[index,arg-type]
         in_gold = [np.isin(r["d"]["index"].lexical.column_table_arr, np.flatnonzero(r["ty"])) for r in train]  # type: ignore[index,arg-type]
         models["within"] = fit(R.WITHIN_FEATURES, [r["wx"][m] for r, m in zip(train, in_gold)],  # type: ignore[index]
                                [r["cy"][m] for r, m in zip(train, in_gold)])  # type: ignore[index]

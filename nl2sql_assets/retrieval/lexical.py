@@ -351,6 +351,21 @@ class LexicalIndex:
         return np.array([sum(self._tidf[w] for w in qwords if w in vocab) / total for vocab in self.table_vocab],
                         dtype=np.float32)
 
+    def novelty(self, terms: QueryTerms, order: np.ndarray) -> np.ndarray:
+        """Per column, visited in ``order`` (best first): the IDF-weighted share of the question's
+        matched tokens it holds that no column before it did (a second column the question needs
+        names something the first does not)."""
+        matched = self.matched_tokens(terms.words)
+        total = sum(self.idf(t) * m for t, m in matched.items()) or 1.0
+        covered: set[str] = set()
+        out = np.zeros(len(self.columns), dtype=np.float32)
+        for ci in order.tolist():
+            col = self.columns[ci]
+            new = {t for t in (*col.name_words, *col.desc_words) if t in matched and t not in covered}
+            out[ci] = sum(self.idf(t) * matched[t] for t in new) / total
+            covered |= new
+        return out
+
     def overlap(self, terms: QueryTerms, idf: dict[str, float]) -> float:
         """Sum of ``idf`` over question words this snapshot's vocabulary contains (routing)."""
         return float(sum(idf.get(w, 0.0) for w in terms.words if w in self.vocabulary))

@@ -49,7 +49,7 @@ TABLE_FEATURES = (
 CONTEXT_FEATURES = ("logit", "gap", "rank", "neighbour_max", "neighbour_sum", "between_top2", "residual_cov")
 WITHIN_FEATURES = ("col_logit", "col_gap_in_table", "col_rank_in_table", "table_prob", "log_columns",
                    *COLUMN_FEATURES, "rank_dense_max", "rank_dense_rank", "rank_name_cov", "rank_desc_cov",
-                   "rank_mention", "rank_entity_sim")
+                   "rank_mention", "rank_entity_sim", "novelty")
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ VALUE_HIT_WEIGHT = 3.0  # by hand: see the module docstring
 COLUMN_MODEL = LinearModel(weights=(0.0000, 2.9548, 2.4217, 0.2282, 0.1084, 0.0000, 1.4184, 2.2105, 4.2597, 3.1238, 1.8167, 0.5954, 0.0000, 0.6111, 1.2293, 0.0216, 0.0000, 1.5577,), bias=-5.9855)
 TABLE_MODEL = LinearModel(weights=(0.0000, 0.0000, 1.8274, 0.0000, 2.2684, 0.0000, 0.2871, 0.0000, 1.7181, 0.1226, 2.0972, 1.3180, 0.9383, 0.4363, 0.3038, 0.0090, 0.0000, 0.0000, 0.0000, 0.3139, -0.1769, -0.1632,), bias=-3.0740)
 CONTEXT_MODEL = LinearModel(weights=(0.0000, 0.0000, 3.1878, 1.8145, -1.0871, 1.8792, 4.5735, 0.0000, 0.0000, 1.4468, 0.0286, 0.8892, 0.0000, 0.2211, 0.0000, 0.9000, 0.1498, 2.0881, 1.1433, 0.5692, 0.2476, 0.3425, 0.1176, 0.0000, 0.0000, 0.0000, 0.4573, -0.2280, -0.2867,), bias=-4.3360)
-WITHIN_MODEL = LinearModel(weights=(0.0000, 0.1008, 1.5613, 0.0000, -0.1789, 0.0000, 0.2786, 0.4186, 0.9032, 0.6268, 0.0000, 0.9994, 2.4588, 1.2621, 2.5302, 0.0000, 0.4962, 0.0000, 0.6177, 1.4135, 0.0000, 0.0000, 1.0352, 0.5785, 0.6990, 1.5558, 0.0000, 0.2541, 0.3321,), bias=-3.9876)
+WITHIN_MODEL = LinearModel(weights=(0.0000, 0.0917, 1.2386, 0.0000, -0.1968, 0.0000, 0.1999, 0.0000, 0.6433, 0.1208, 0.1590, 0.9757, 2.5873, 1.3226, 2.2214, 0.0000, 0.7272, 0.0000, 0.7180, 1.5689, 0.0000, 0.0000, 1.1424, 0.6269, 0.7711, 1.4598, 0.0000, 0.3466, 0.3498, 4.1976,), bias=-3.9296)
 
 
 @dataclass(frozen=True)
@@ -249,7 +249,7 @@ _WITHIN_RANKED = ("dense_max", "dense_rank", "name_cov", "desc_cov", "mention", 
 
 
 def within_features(index: SchemaIndex, col_x: np.ndarray, col_logit: np.ndarray,
-                    table_prob: np.ndarray) -> np.ndarray:
+                    table_prob: np.ndarray, terms: QueryTerms | None = None) -> np.ndarray:
     """Features for choosing columns inside a table, given the table's probability.
 
     The column features, the column model's logit and its gap to the table's best column,
@@ -259,8 +259,11 @@ def within_features(index: SchemaIndex, col_x: np.ndarray, col_logit: np.ndarray
     n_tables = len(table_prob)
     best = _table_max(col_logit, table_of, n_tables, floor=-30.0)
     ranks = [_rank_in_table(col_x[:, COLUMN_FEATURES.index(name)], table_of, n_tables) for name in _WITHIN_RANKED]
+    novelty = (index.lexical.novelty(terms, np.argsort(-col_logit, kind="stable")) if terms is not None
+               else np.zeros(len(col_logit)))
     return np.column_stack([col_logit, col_logit - best[table_of], _rank_in_table(col_logit, table_of, n_tables),
-                            table_prob[table_of], index.log_columns[table_of], col_x, *ranks]).astype(np.float64)
+                            table_prob[table_of], index.log_columns[table_of], col_x, *ranks,
+                            novelty]).astype(np.float64)
 
 
 def score_schema(index: SchemaIndex, terms: QueryTerms, dense: DenseScores) -> SchemaScores:
@@ -270,7 +273,7 @@ def score_schema(index: SchemaIndex, terms: QueryTerms, dense: DenseScores) -> S
     table_x = table_features(index, terms, dense, col_x, col_logit)
     first = TABLE_MODEL.prob(table_x)
     table_prob = CONTEXT_MODEL.prob(context_features(index, first, table_x, terms))
-    within = WITHIN_MODEL.prob(within_features(index, col_x, col_logit, table_prob))
+    within = WITHIN_MODEL.prob(within_features(index, col_x, col_logit, table_prob, terms))
     return SchemaScores(table_prob=table_prob, column_logit=col_logit, column_prob=1 / (1 + np.exp(-col_logit)),
                         within_prob=within, column_features=col_x, table_features=table_x)
 
