@@ -128,3 +128,17 @@ def test_residual_coverage_is_what_a_second_table_explains_beyond_the_first() ->
     assert after_sat[names.index("schools")] > 0.0
     after_schools = index.residual_coverage(terms, names.index("schools"))
     assert after_schools[names.index("satscores")] > after_schools[names.index("schools")] == 0.0
+
+
+def test_novelty_credits_only_what_better_columns_did_not_already_name() -> None:
+    index = LexicalIndex(schools())
+    terms = build_query_terms("Average math score and number of test takers per county name")
+    math, takers = col(index, "satscores", "AvgScrMath"), col(index, "satscores", "NumTstTakr")
+    county = col(index, "frpm", "County Name")
+    cname = col(index, "satscores", "cname")  # described as "county name": the same words as County Name
+    rest = [i for i in range(len(index.columns)) if i not in (math, takers, county, cname)]
+    novelty = index.novelty(terms, np.array([math, takers, county, cname, *rest]))
+    assert novelty[math] > 0 and novelty[takers] > 0 and novelty[county] > 0
+    assert novelty[cname] == 0.0  # everything it names was named before it
+    swapped = index.novelty(terms, np.array([cname, county, math, takers, *rest]))
+    assert swapped[cname] > 0 and swapped[county] == 0.0
