@@ -10,8 +10,9 @@ models:
 2. a table model: how likely is this table needed (its own evidence plus its columns');
 3. a second table model that also sees the first one's estimates of the table's neighbours in
    the join graph (a hub table next to two likely tables is likely a bridge; two tables
-   answering the same words compete) and how much of the question the table explains that the
-   likeliest table does not (a question about "orders by loyalty tier" needs a second table);
+   answering the same words compete) and what of the question the table explains that the
+   likeliest table cannot (words: "orders by loyalty tier" needs a second table; a proper noun
+   when the likeliest table has no name column);
 
 then a within-table column model for what to send of each selected table. Selection is by
 probability, not a fixed k: a table goes in when its probability reaches the configured
@@ -46,7 +47,8 @@ TABLE_FEATURES = (
     "col_rank", "col_gap", "qualified", "mention_unique", "name_cov_unique", "entity_sim", "entity_rank",
     "year_match", "date_match", "time_match", "value_hit", "degree", "out_degree", "log_columns",
 )
-CONTEXT_FEATURES = ("logit", "gap", "rank", "neighbour_max", "neighbour_sum", "between_top2", "residual_cov")
+CONTEXT_FEATURES = ("logit", "gap", "rank", "neighbour_max", "neighbour_sum", "between_top2", "residual_cov",
+                    "residual_name")
 WITHIN_FEATURES = ("col_logit", "col_gap_in_table", "col_rank_in_table", "table_prob", "log_columns",
                    *COLUMN_FEATURES, "rank_dense_max", "rank_dense_rank", "rank_name_cov", "rank_desc_cov",
                    "rank_mention", "rank_entity_sim", "novelty")
@@ -73,7 +75,7 @@ VALUE_HIT_WEIGHT = 3.0  # by hand: see the module docstring
 # benchmarks/fit_ranking_weights.py.
 COLUMN_MODEL = LinearModel(weights=(0.0000, 2.9548, 2.4217, 0.2282, 0.1084, 0.0000, 1.4184, 2.2105, 4.2597, 3.1238, 1.8167, 0.5954, 0.0000, 0.6111, 1.2293, 0.0216, 0.0000, 1.5577,), bias=-5.9855)
 TABLE_MODEL = LinearModel(weights=(0.0000, 0.0000, 1.8274, 0.0000, 2.2684, 0.0000, 0.2871, 0.0000, 1.7181, 0.1226, 2.0972, 1.3180, 0.9383, 0.4363, 0.3038, 0.0090, 0.0000, 0.0000, 0.0000, 0.3139, -0.1769, -0.1632,), bias=-3.0740)
-CONTEXT_MODEL = LinearModel(weights=(0.0000, 0.0000, 3.1878, 1.8145, -1.0871, 1.8792, 4.5735, 0.0000, 0.0000, 1.4468, 0.0286, 0.8892, 0.0000, 0.2211, 0.0000, 0.9000, 0.1498, 2.0881, 1.1433, 0.5692, 0.2476, 0.3425, 0.1176, 0.0000, 0.0000, 0.0000, 0.4573, -0.2280, -0.2867,), bias=-4.3360)
+CONTEXT_MODEL = LinearModel(weights=(0.0000, 0.0000, 3.2344, 1.8446, -1.1063, 1.8884, 4.5399, 0.6418, 0.0000, 0.0000, 1.4406, 0.0261, 0.9269, 0.0000, 0.2222, 0.0000, 0.9462, 0.1439, 2.0980, 1.1410, 0.5989, 0.1897, 0.2865, 0.1178, 0.0000, 0.0000, 0.0000, 0.4339, -0.2030, -0.3004,), bias=-4.3882)
 WITHIN_MODEL = LinearModel(weights=(0.0000, 0.0917, 1.2386, 0.0000, -0.1968, 0.0000, 0.1999, 0.0000, 0.6433, 0.1208, 0.1590, 0.9757, 2.5873, 1.3226, 2.2214, 0.0000, 0.7272, 0.0000, 0.7180, 1.5689, 0.0000, 0.0000, 1.1424, 0.6269, 0.7711, 1.4598, 0.0000, 0.3466, 0.3498, 4.1976,), bias=-3.9296)
 
 
@@ -232,8 +234,12 @@ def context_features(index: SchemaIndex, first: np.ndarray, table_x: np.ndarray,
     between = np.array([float(t in adjacent[top1] and t in adjacent[top2]) for t in range(n)])
     rank = _inverse_rank(first[None, :], axis=1)[0] if n else first
     residual = index.lexical.residual_coverage(terms, int(top1)) if terms is not None and n else np.zeros(n)
+    # a proper noun the likeliest table has no name column for lives in a table that has one
+    has_name = _table_max(index.lexical.flags[:, 4], index.lexical.column_table_arr, n)
+    residual_name = (float(bool(terms.entities)) * has_name * (1.0 - has_name[top1])
+                     if terms is not None and n else np.zeros(n))
     return np.column_stack([logit, first - (first.max() if n else 0.0), rank, nb_max, nb_sum, between, residual,
-                            table_x])
+                            residual_name, table_x])
 
 
 def _rank_in_table(values: np.ndarray, table_of: np.ndarray, n_tables: int) -> np.ndarray:

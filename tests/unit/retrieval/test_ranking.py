@@ -150,3 +150,23 @@ def test_a_table_explaining_words_the_top_table_cannot_is_raised() -> None:
     without = ranking.CONTEXT_MODEL.prob(ranking.context_features(
         index, ranking.TABLE_MODEL.prob(scores.table_features), scores.table_features))
     assert scores.table_prob[names.index("customers")] > without[names.index("customers")]
+
+
+def test_a_proper_noun_the_top_table_cannot_hold_points_to_tables_with_name_columns() -> None:
+    snap = shop()
+    index = ranking.build_schema_index(snap)
+    names = [t.name for t in snap.tables]
+    j = ranking.CONTEXT_FEATURES.index("residual_name")
+
+    def residual_name(question: str) -> np.ndarray:
+        terms = build_query_terms(question)
+        scores = ranking.score_schema(index, terms, dense_for(index, snap, {"orders": 0.8, "orders.total": 0.8}))
+        first = ranking.TABLE_MODEL.prob(scores.table_features)
+        assert names[int(np.argmax(first))] == "orders"
+        return ranking.context_features(index, first, scores.table_features, terms)[:, j]
+
+    # orders has no name column: Ada Lovelace lives in customers (first_name) or products (name)
+    with_noun = residual_name("Total of the orders Ada Lovelace placed")
+    assert with_noun[names.index("customers")] == with_noun[names.index("products")] == 1.0
+    assert with_noun[names.index("orders")] == with_noun[names.index("order_items")] == 0.0
+    assert not residual_name("Total of the orders placed last week").any()
