@@ -16,41 +16,20 @@ from nl2sql_assets.errors import Nl2SqlError
 SAMPLE_QUESTIONS = 3
 
 
-def _as_dict(result: object) -> dict[str, object]:
-    """The contract's retrieval JSON object, whatever the retriever returns (model or mapping)."""
-    if isinstance(result, dict):
-        return result
-    dump = getattr(result, "model_dump", None)
-    return dump(mode="json") if callable(dump) else {}
-
-
 def _print_retrievals(settings: Settings) -> None:
-    """A few demo questions through the staged retriever (``nl2sql_assets.retrieval.retriever``)."""
-    try:
-        from nl2sql_assets.retrieval.retriever import SchemaRetriever  # type: ignore[attr-defined]
-    except ImportError:
-        print("  (the retriever is not part of this build yet)")
-        return
+    """A few demo questions through the staged retriever."""
     from nl2sql_assets.demo import DEMO_QUESTIONS
+    from nl2sql_assets.retrieval.retriever import SchemaRetriever
 
-    build = getattr(SchemaRetriever, "from_settings", None)
-    if not callable(build):
-        print("  (the retriever offers no SchemaRetriever.from_settings(settings))")
-        return
-    retriever = build(settings)
-    try:
+    with SchemaRetriever.from_settings(settings) as retriever:
         for item in DEMO_QUESTIONS[:SAMPLE_QUESTIONS]:
             try:
-                result = _as_dict(retriever.retrieve(item.question))
+                result = retriever.retrieve(item.question)
             except Nl2SqlError as exc:
                 print(f"  {item.question}\n    -> error: {exc}")
                 continue
-            tables = [str(t.get("name")) for t in result.get("tables", []) if isinstance(t, dict)]  # type: ignore[union-attr]
-            print(f"  {item.question}\n    -> {result.get('datasource') or '-'}: {', '.join(tables[:5]) or '-'}")
-    finally:
-        close = getattr(retriever, "close", None)
-        if callable(close):
-            close()
+            tables = ", ".join(t.name for t in result.tables[:5]) or "-"
+            print(f"  {item.question}\n    -> {result.datasource or '-'}: {tables}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -27,6 +27,7 @@ tenant or version raise :class:`UnknownDatasourceError`, :class:`UnknownTenantEr
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import threading
@@ -580,8 +581,6 @@ class SchemaRetriever:
 
 
 def _json_list(value: object) -> list[str]:
-    import json
-
     if not isinstance(value, str) or not value:
         return []
     try:

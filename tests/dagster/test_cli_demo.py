@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from nl2sql_assets.demo import DEMO_QUESTIONS
+
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
@@ -29,6 +31,15 @@ def test_demo_then_index_then_audit_on_a_fresh_home(tmp_path: Path) -> None:
     home = tmp_path / ".nl2sql"  # the contract's default NL2SQL_HOME
     assert (home / "dagster" / "dagster.yaml").is_file() and (home / "dagster" / "history").is_dir()
     assert "dagster - DEBUG" not in demo.stderr  # the run events stay in the instance, not on the console
+
+    # with retrieval: the already indexed demo routes its sample questions and names tables
+    shown = run("demo")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    out = shown.stdout.split("sample retrievals:\n", 1)[1].splitlines()
+    for item, (question, answer) in zip(DEMO_QUESTIONS, zip(out[0::2], out[1::2])):
+        assert question.strip() == item.question
+        datasource, tables = answer.strip().removeprefix("-> ").split(": ", 1)
+        assert datasource == item.datasource and tables != "-", answer
 
     again = run("index")
     assert again.returncode == 0 and again.stdout.count(": unchanged (") == 3, again.stdout + again.stderr
