@@ -688,8 +688,13 @@ class ChromaVectorStore:
         return self.search_many([query], k=k, where=where, mmr=mmr, lambda_mult=lambda_mult, fetch_k=fetch_k)[0]
 
     def search_many(self, queries: Sequence[str | np.ndarray], *, k: int, where: SearchFilter | None = None,
-                    mmr: bool = False, lambda_mult: float = 0.7, fetch_k: int | None = None) -> list[list[SearchHit]]:
-        """:meth:`search` for several queries with one filter: one manifest read, one Chroma query."""
+                    mmr: bool = False, lambda_mult: float = 0.7, fetch_k: int | None = None,
+                    documents: bool = True) -> list[list[SearchHit]]:
+        """:meth:`search` for several queries with one filter: one manifest read, one Chroma query.
+
+        ``documents=False`` leaves each hit's ``document`` empty: a caller that reads only scores
+        and metadata (the retriever, every chunk of every query text) saves Chroma reading the texts.
+        """
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         if not 0.0 <= lambda_mult <= 1.0:
@@ -700,14 +705,14 @@ class ChromaVectorStore:
         started = perf_counter()
         try:
             try:
-                return self._search_many(queries, k, where, mmr, lambda_mult, fetch_k)
+                return self._search_many(queries, k, where, mmr, lambda_mult, fetch_k, documents)
             except VectorStoreError as exc:
                 from chromadb.errors import NotFoundError
 
                 if not isinstance(exc.__cause__, NotFoundError):
                     raise
                 # the collection was dropped or recreated by another process: look it up again once
-                return self._search_many(queries, k, where, mmr, lambda_mult, fetch_k)
+                return self._search_many(queries, k, where, mmr, lambda_mult, fetch_k, documents)
         except Nl2SqlError as exc:
             self._count_error(exc)
             raise
@@ -716,7 +721,7 @@ class ChromaVectorStore:
                 self.metrics.observe("vector_search_seconds", perf_counter() - started)
 
     def _search_many(self, queries: Sequence[str | np.ndarray], k: int, where: SearchFilter, mmr: bool,
-                     lambda_mult: float, fetch_k: int | None) -> list[list[SearchHit]]:
+                     lambda_mult: float, fetch_k: int | None, documents: bool = True) -> list[list[SearchHit]]:
         coll = self._read_collection()
         if coll is None:
             return [[] for _ in queries]
@@ -725,14 +730,14 @@ class ChromaVectorStore:
             return [[] for _ in queries]
         vectors = self._query_vectors(queries)
         n = max(k, fetch_k if fetch_k is not None else 4 * k) if mmr else k
-        include = ["documents", "metadatas", "distances"] + (["embeddings"] if mmr else [])
+        include = (["documents"] if documents else []) + ["metadatas", "distances"] + (["embeddings"] if mmr else [])
         res = self._call("search", lambda: coll.query(query_embeddings=vectors, n_results=n,  # type: ignore[arg-type]
                                                        where=scope, include=include))  # type: ignore[arg-type]
         out: list[list[SearchHit]] = []
         for qi in range(len(queries)):
             ids = res["ids"][qi]
             metas = (res["metadatas"] or [[]])[qi]
-            docs = (res["documents"] or [[]])[qi]
+            docs = (res["documents"] or [[]])[qi] if documents else [None] * len(ids)
             dists = (res["distances"] or [[]])[qi]
             hits = [self._hit(sid, meta, doc, 1.0 - float(dist))
                     for sid, meta, doc, dist in zip(ids, metas, docs, dists, strict=False)]
@@ -757,18 +762,22 @@ class ChromaVectorStore:
         return np.stack(rows)
 
     @staticmethod
-    def _stored(sid: str, meta: dict[str, MetadataValue] | None, doc: str | None) -> StoredChunk:
+    def _stored_fields(sid: str, meta: dict[str, MetadataValue] | None, doc: str | None) -> dict[str, object]:
         m = dict(meta or {})
         chunk_id = str(m.get("chunk_id", sid))
         for key in _INTERNAL_KEYS:
             m.pop(key, None)
-        return StoredChunk(id=chunk_id, chunk_type=m.get("chunk_type"),  # type: ignore[arg-type]
-                           datasource_id=str(m.get("datasource_id", "")),
-                           schema_version=str(m.get("schema_version", "")), document=doc or "", metadata=m)
+        return {"id": chunk_id, "chunk_type": m.get("chunk_type"), "datasource_id": str(m.get("datasource_id", "")),
+                "schema_version": str(m.get("schema_version", "")), "document": doc or "", "metadata": m}
+
+    @staticmethod
+    def _stored(sid: str, meta: dict[str, MetadataValue] | None, doc: str | None) -> StoredChunk:
+        return StoredChunk(**ChromaVectorStore._stored_fields(sid, meta, doc))  # type: ignore[arg-type]
 
     def _hit(self, sid: str, meta: dict[str, MetadataValue] | None, doc: str | None, score: float) -> SearchHit:
-        stored = self._stored(sid, meta, doc)
-        return SearchHit(**stored.model_dump(), score=score if math.isfinite(score) else 0.0)
+        # validated once: a search builds a hit for every chunk of every query text
+        return SearchHit(**self._stored_fields(sid, meta, doc),  # type: ignore[arg-type]
+                         score=score if math.isfinite(score) else 0.0)
 
     # ------------------------------------------------------------------ inspection and deletion
 

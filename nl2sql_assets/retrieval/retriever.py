@@ -83,7 +83,7 @@ class SchemaStoreLike(Protocol):
 
 class VectorStoreLike(Protocol):
     def search_many(self, queries: Sequence[str | np.ndarray], *, k: int, where: SearchFilter | None = None,
-                    mmr: bool = False) -> list[list[SearchHit]]: ...
+                    mmr: bool = False, documents: bool = True) -> list[list[SearchHit]]: ...
 
     def live_versions(self, tenant_id: str | None = None) -> dict[str, str]: ...
 
@@ -404,7 +404,7 @@ class SchemaRetriever:
                         group: list[_Query]) -> list[list[SearchHit]] | Exception:
         t0 = perf_counter()
         try:
-            return self.vector_store.search_many(vectors, k=k, where=where)  # type: ignore[arg-type]
+            return self.vector_store.search_many(vectors, k=k, where=where, documents=False)  # type: ignore[arg-type]
         except (VectorStoreUnavailableError, EmbeddingDimensionMismatchError) as exc:
             return exc
         finally:

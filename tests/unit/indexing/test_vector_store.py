@@ -249,6 +249,17 @@ def test_scores_are_cosine_similarities_best_first(client: chromadb.api.ClientAP
     assert [h.id for h in batched[0]] == [h.id for h in hits] == [h.id for h in batched[1]]
 
 
+def test_search_without_documents_keeps_ids_scores_and_metadata(client: chromadb.api.ClientAPI) -> None:
+    store, _ = make_store(client)
+    refresh(store, build_chunks(shop_snapshot()))
+    full = store.search_many(["order total", "customer email"], k=8)
+    lean = store.search_many(["order total", "customer email"], k=8, documents=False)
+    for with_docs, without in zip(full, lean, strict=True):
+        assert [(h.id, h.metadata) for h in without] == [(h.id, h.metadata) for h in with_docs]
+        assert [h.score for h in without] == pytest.approx([h.score for h in with_docs])
+        assert all(h.document for h in with_docs) and all(h.document == "" for h in without)
+
+
 def test_mmr_returns_k_diverse_hits_from_fetch_k(client: chromadb.api.ClientAPI) -> None:
     store, _ = make_store(client)
     refresh(store, build_chunks(wide_snapshot(30)))
