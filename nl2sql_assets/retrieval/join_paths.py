@@ -7,7 +7,12 @@ declare none): a column named exactly like another table's single-column primary
 column some other table declares as a foreign key (``cards.setCode`` joins ``sets.code`` when
 ``set_translations.setCode`` is declared to).
 :meth:`JoinGraph.connect` adds the tables on the shortest paths that connect the selection
-(a greedy Steiner tree; among equally short paths the one through better-scored tables).
+(a greedy Steiner tree; among equally short paths the one through better-scored tables), then
+the link tables that keep joins out of a fan trap: "client" and "account" both reference
+"district", and joining them through it pairs every client with every account of the district;
+when a link table references each of them once ("disp"), that is the relationship meant. A table
+referencing one of them twice (``connected`` with two keys into ``atom``) stores pairs of that
+entity, not a link, and is not added.
 """
 
 from __future__ import annotations
@@ -57,10 +62,16 @@ class JoinGraph:
         if infer:
             self._infer(snapshot, declared)
         self.adjacent: list[set[int]] = [set() for _ in self.names]
+        references: dict[tuple[int, int], int] = {}
         for e in self.edges:
             if e.child != e.parent:
                 self.adjacent[e.child].add(e.parent)
                 self.adjacent[e.parent].add(e.child)
+                references[(e.child, e.parent)] = references.get((e.child, e.parent), 0) + 1
+        self.parents: list[set[int]] = [{p for (c, p) in references if c == t} for t in range(len(self.names))]
+        # per table, the tables it references exactly once: what a link table links
+        self._linked: list[set[int]] = [{p for (c, p), n in references.items() if c == t and n == 1}
+                                        for t in range(len(self.names))]
 
     def _infer(self, snapshot: SchemaSnapshot, declared: set[tuple[int, str]]) -> None:
         # column name -> (parent, parent columns): a single-column primary key, or a column some
@@ -113,7 +124,28 @@ class JoinGraph:
                 if node not in tree:
                     tree.add(node)
                     added.append(node)
-        return order + [n for n in added if n not in order]
+        tables = order + [n for n in added if n not in order]
+        return tables + self._link_tables(tables, scores)
+
+    def _link_tables(self, tables: list[int], scores: Sequence[float] | None) -> list[int]:
+        """Link tables for pairs of ``tables`` that are joined only through a parent they share.
+
+        ``a`` and ``b`` do not reference each other but both reference a table of ``tables`` (a
+        fan trap): the best-scored table referencing each of them once is added, unless one is
+        already there.
+        """
+        inside = set(tables)
+        added: list[int] = []
+        for i, a in enumerate(tables):
+            for b in tables[i + 1:]:
+                if b in self.adjacent[a] or not (self.parents[a] & self.parents[b] & inside):
+                    continue
+                if any({a, b} <= self._linked[j] for j in inside.union(added)):
+                    continue
+                links = [j for j in range(len(self.names)) if j not in inside and {a, b} <= self._linked[j]]
+                if links:
+                    added.append(max(links, key=lambda j: (float(scores[j]) if scores is not None else 0.0, -j)))
+        return added
 
     def _shortest_to(self, start: int, tree: set[int], scores: Sequence[float] | None) -> list[int]:
         """Nodes strictly between ``start`` and the nearest tree node (empty when none is reachable)."""

@@ -99,7 +99,7 @@ class RetrieverConfig(_Frozen):
 
     Attributes:
         table_threshold: a table is selected when its estimated probability of being needed
-            reaches this (the adaptive cut-off); bridge tables join them regardless.
+            reaches this (the adaptive cut-off); bridge and link tables join them regardless.
         max_tables: at most this many tables selected by score (bridges come on top).
         column_cost: within a selected table, a column is sent when its estimated probability
             reaches ``1 - exp(-column_cost / columns in the datasource)``: the bigger the schema,
@@ -118,9 +118,9 @@ class RetrieverConfig(_Frozen):
         cache_size: (datasource, version) indexes kept in memory.
     """
 
-    table_threshold: float = Field(default=0.0785, ge=0.0, le=1.0)
+    table_threshold: float = Field(default=0.0799, ge=0.0, le=1.0)
     max_tables: int = Field(default=5, ge=1)
-    column_cost: float = Field(default=3.36, ge=0.0)
+    column_cost: float = Field(default=3.32, ge=0.0)
     min_columns_per_table: int = Field(default=1, ge=0)
     small_schema_columns: int = Field(default=0, ge=0)
     dense_k: int = Field(default=30, ge=1)

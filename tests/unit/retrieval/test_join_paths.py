@@ -50,6 +50,32 @@ def test_among_equal_paths_the_better_scored_bridge_wins() -> None:
     assert [graph.names[i] for i in graph.connect(idx(graph, "drivers", "races"), scores)][-1] == "laps"
 
 
+def test_a_link_table_joins_two_tables_that_share_only_a_parent() -> None:
+    # client -> district <- account: joining through district pairs every client with every
+    # account of the district; disp links them
+    graph = JoinGraph(snapshot([table("district"), table("client", ("district",)), table("account", ("district",)),
+                                table("disp", ("client", "account")), table("card", ("disp",))]))
+    connected = graph.connect(idx(graph, "district", "client", "account"))
+    assert [graph.names[i] for i in connected] == ["district", "client", "account", "disp"]
+    rels = {(r.from_table, r.to_table) for r in graph.relationships(connected)}
+    assert {("disp", "client"), ("disp", "account")} <= rels
+    # already there, or no shared parent selected: nothing added
+    assert len(graph.connect(idx(graph, "district", "client", "account", "disp"))) == 4
+    assert [graph.names[i] for i in graph.connect(idx(graph, "client", "card"))] == ["client", "card", "disp"]
+
+
+def test_a_table_holding_pairs_of_one_entity_is_not_a_link_table() -> None:
+    # atom -> molecule <- bond; connected references atom twice (a pair of atoms) and bond once
+    atom, bond = table("atom", ("molecule",)), table("bond", ("molecule",))
+    pairs = Table(name="connected", primary_key=["atom_id", "atom_id2"],
+                  columns=[Column(name="atom_id"), Column(name="atom_id2"), Column(name="bond_id")],
+                  foreign_keys=[ForeignKey(columns=["atom_id"], ref_table="atom", ref_columns=["id"]),
+                                ForeignKey(columns=["atom_id2"], ref_table="atom", ref_columns=["id"]),
+                                ForeignKey(columns=["bond_id"], ref_table="bond", ref_columns=["id"])])
+    graph = JoinGraph(snapshot([table("molecule"), atom, bond, pairs]))
+    assert [graph.names[i] for i in graph.connect(idx(graph, "molecule", "atom", "bond"))] == ["molecule", "atom", "bond"]
+
+
 def test_unreachable_tables_are_kept_without_bridges() -> None:
     graph = JoinGraph(snapshot([table("a"), table("b", ("a",)), table("island")]))
     assert [graph.names[i] for i in graph.connect(idx(graph, "island", "b"))] == ["island", "b"]
