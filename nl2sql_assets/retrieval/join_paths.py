@@ -102,7 +102,7 @@ class JoinGraph:
                     linked.update({(ci, pi), (pi, ci)})
 
     def connect(self, selected: Sequence[int], scores: Sequence[float] | None = None) -> list[int]:
-        """The selection plus the bridge tables that connect it, selection order first.
+        """The selection plus its bridge tables and link tables (out of fan traps), selection order first.
 
         Tables in another connected component than the first are kept without a bridge.
 

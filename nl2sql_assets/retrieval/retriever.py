@@ -12,8 +12,8 @@ Stages (``../shared/design/seed-indexing.md``, with the fixes of issue 5):
    table, metric and column chunks gives every chunk's similarity to every query text; a column
    hit counts for its table, so tables only a column names are found too.
 5. Planning context: :mod:`ranking` turns similarities and lexical evidence into probabilities,
-   keeps tables above an adaptive cut-off, adds bridge tables over the join graph, and picks
-   key, join and likely columns per table; relationships come from the join graph.
+   keeps tables above an adaptive cut-off, adds bridge and link tables over the join graph, and
+   picks key, join and likely columns per table; relationships come from the join graph.
 6. Authoritative resolution: tables, columns and keys come from the SchemaStore snapshot (the
    version asked for, else the vector store's live version, else the latest); a hit naming a
    table or column the snapshot lacks is dropped.
