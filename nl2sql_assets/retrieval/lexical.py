@@ -13,7 +13,9 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import numpy as np
 
@@ -268,12 +270,17 @@ class LexicalIndex:
             if tok:
                 by_letter.setdefault(tok[0], set()).add(tok)
         self._tokens_by_letter = {k: frozenset(v) for k, v in by_letter.items()}
+        # the last question's matches: column features, table features and novelty all ask for them
+        self._last_matched: tuple[frozenset[str], Mapping[str, float]] | None = None
 
     def idf(self, word: str) -> float:
         return self._idf.get(word, self._default_idf)
 
-    def matched_tokens(self, query_words: frozenset[str]) -> dict[str, float]:
+    def matched_tokens(self, query_words: frozenset[str]) -> Mapping[str, float]:
         """Index tokens the question contains: 1.0 for the word itself, 0.8 for an abbreviation of one."""
+        last = self._last_matched  # one read: another thread may replace it
+        if last is not None and last[0] is query_words:
+            return last[1]
         matched: dict[str, float] = {}
         for w in query_words:
             if not w:
@@ -283,9 +290,11 @@ class LexicalIndex:
                     matched[tok] = 1.0
                 elif tok not in matched and abbreviates(tok, w):
                     matched[tok] = 0.8
-        return matched
+        result = MappingProxyType(matched)
+        self._last_matched = (query_words, result)
+        return result
 
-    def _coverage(self, tokens: tuple[str, ...] | frozenset[str], matched: dict[str, float]) -> float:
+    def _coverage(self, tokens: tuple[str, ...] | frozenset[str], matched: Mapping[str, float]) -> float:
         """IDF-weighted share of ``tokens`` the question contains."""
         if not tokens:
             return 0.0

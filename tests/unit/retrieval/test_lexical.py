@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from nl2sql_assets.retrieval.lexical import LexicalIndex, abbreviates, build_query_terms, stem, words
 from nl2sql_assets.schema.models import Column, ColumnStats, DatasourceInfo, SchemaSnapshot, Table
@@ -142,3 +143,16 @@ def test_novelty_credits_only_what_better_columns_did_not_already_name() -> None
     assert novelty[cname] == 0.0  # everything it names was named before it
     swapped = index.novelty(terms, np.array([cname, county, math, takers, *rest]))
     assert swapped[cname] > 0 and swapped[county] == 0.0
+
+
+def test_matched_tokens_are_reused_for_the_same_question_and_never_leak_into_another() -> None:
+    index = LexicalIndex(schools())
+    maths = build_query_terms("average math score per county")
+    first = index.matched_tokens(maths.words)
+    assert first["math"] == 1.0 and first["avg"] == 0.8  # "avg" abbreviates "average"
+    assert index.matched_tokens(maths.words) is first  # the three feature builders share one computation
+    other = index.matched_tokens(build_query_terms("schools opened in Fresno").words)
+    assert "math" not in other and "school" in other
+    assert dict(index.matched_tokens(maths.words)) == dict(first)  # recomputed after another question
+    with pytest.raises(TypeError):  # callers cannot corrupt the reused matches
+        first["math"] = 0.0  # type: ignore[index]
