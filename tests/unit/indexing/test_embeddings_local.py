@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from nl2sql_assets.errors import EmbeddingError, EmbeddingModelUnavailableError
 from nl2sql_assets.indexing.onnx_minilm import (
+    CALL_COST_TOKENS,
     DIMENSION,
     LOCAL_MODEL_NAME,
     OnnxMiniLMEmbedder,
@@ -150,16 +151,39 @@ def test_bad_settings_are_rejected(kwargs: dict) -> None:
         OnnxMiniLMEmbedder(**kwargs)
 
 
+def _plan_cost(lengths: list[int], batches: list[tuple[int, int]]) -> int:
+    return sum((stop - start) * lengths[stop - 1] + CALL_COST_TOKENS for start, stop in batches)
+
+
+def _every_plan(n: int, batch_size: int) -> list[list[tuple[int, int]]]:
+    if n == 0:
+        return [[]]
+    return [plan + [(start, n)] for start in range(max(0, n - batch_size), n)
+            for plan in _every_plan(start, batch_size)]
+
+
 @given(st.lists(st.integers(min_value=1, max_value=256), max_size=200), st.integers(min_value=1, max_value=64))
-def test_batch_plan_covers_every_text_once_with_bounded_padding(lengths: list[int], batch_size: int) -> None:
+def test_batch_plan_covers_every_text_once_within_the_batch_size(lengths: list[int], batch_size: int) -> None:
     lengths = sorted(lengths)
     batches = plan_batches(lengths, batch_size)
     assert [i for start, stop in batches for i in range(start, stop)] == list(range(len(lengths)))
-    for start, stop in batches:
-        assert 1 <= stop - start <= batch_size
-        part = lengths[start:stop]
-        padded = len(part) * part[-1]
-        assert padded <= 512 or padded <= 1.3 * sum(part) or len(part) == 1
+    assert all(1 <= stop - start <= batch_size for start, stop in batches)
+    fixed = [(s, min(s + batch_size, len(lengths))) for s in range(0, len(lengths), batch_size)]
+    assert _plan_cost(lengths, batches) <= _plan_cost(lengths, fixed)
+
+
+@given(st.lists(st.integers(min_value=1, max_value=120), max_size=8), st.integers(min_value=1, max_value=8))
+def test_batch_plan_is_the_cheapest_of_all_plans(lengths: list[int], batch_size: int) -> None:
+    """Padded tokens plus the per-call cost: no other cut of the sorted texts is cheaper."""
+    lengths = sorted(lengths)
+    best = min(_plan_cost(lengths, plan) for plan in _every_plan(len(lengths), batch_size))
+    assert _plan_cost(lengths, plan_batches(lengths, batch_size)) == best
+
+
+def test_a_question_with_short_and_long_texts_is_split_where_padding_costs_more_than_a_call() -> None:
+    # "Lewis Hamilton", "average lap time", a question, a long evidence clause
+    assert plan_batches([5, 6, 22, 60], 32) == [(0, 2), (2, 3), (3, 4)]
+    assert plan_batches([20, 21, 22, 23], 32) == [(0, 4)]
 
 
 def test_mixed_lengths_in_one_call_match_one_by_one(local_embedder) -> None:
