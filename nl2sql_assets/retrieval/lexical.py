@@ -39,7 +39,11 @@ _DATE_RE = re.compile(
     r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2}(?:st|nd|rd|th)?,? \d{4}\b",
     re.IGNORECASE)
 _TIME_RE = re.compile(r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\.\d+)?\b")
-_QUOTED_RE = re.compile(r"'([^'\n]{1,80})'|\"([^\"\n]{1,80})\"|`([^`\n]{1,80})`")
+# a single quote opens only after a non-word character and closes only before one, so the
+# apostrophes of "What's" and "Senna's" quote nothing, while 'Nyx Hero's Path' stays whole
+_QUOTED_RE = re.compile(r"(?<!\w)'((?:[^'\n]|'(?=\w)){1,80}?)'(?!\w)|\"([^\"\n]{1,80})\"|`([^`\n]{1,80})`")
+_POSSESSIVE_RE = re.compile(r"['’]s?(?=\s|$)")
+_CONNECTORS = frozenset("of de di da von van the and la le du del &".split())
 _CAPITALIZED_RE = re.compile(
     r"\b([A-Z][\w'.&-]*(?:\s+(?:of|de|di|da|von|van|the|and|la|le|du|del|&)?\s*[A-Z][\w'.&-]*)*)")
 _SENTENCE_RE = re.compile(r"(?<=[.?!])\s+")
@@ -132,25 +136,36 @@ class QueryTerms:
 
 
 def _entities(question: str) -> list[str]:
-    """Quoted strings and capitalized spans that do not merely open a sentence.
+    r"""Quoted strings and capitalized spans that do not merely open a sentence.
+
+    A possessive ends a span ("Lewis Hamilton's Q1" names Lewis Hamilton, then Q1), and a
+    contracted opener ("What's") is dropped like the opener itself.
 
     >>> _entities("How many posts were created by Daniel Vassallo in 'Stats'?")
     ['Stats', 'Daniel Vassallo']
+    >>> _entities("What's Lewis Hamilton's Q1 in the card \"Ancestor's Chosen\"?")
+    ["Ancestor's Chosen", 'Lewis Hamilton', 'Q1']
     """
     out: list[str] = []
+    unquoted = question
     for m in _QUOTED_RE.finditer(question):
         out.append(next(g for g in m.groups() if g is not None).strip())
-    for sentence in _SENTENCE_RE.split(question):
+        unquoted = unquoted[:m.start()] + " " * (m.end() - m.start()) + unquoted[m.end():]
+    for sentence in _SENTENCE_RE.split(unquoted):
         for m in _CAPITALIZED_RE.finditer(sentence):
-            span = m.group(1).strip(" .'")
-            if not sentence[: m.start(1)].strip():
-                parts = span.split()
-                if len(parts) < 2:
-                    continue
-                if parts[0].lower() in _QUESTION_OPENERS:
-                    span = " ".join(parts[1:])
-            if len(span) >= 2 and span.lower() not in STOPWORDS:
-                out.append(span)
+            opens = not sentence[: m.start(1)].strip()
+            for i, piece in enumerate(_POSSESSIVE_RE.split(m.group(1))):
+                parts = piece.strip(" .'").split()
+                if opens and i == 0:
+                    if parts and parts[0].lower() in _QUESTION_OPENERS:
+                        parts = parts[1:]
+                    elif len(parts) < 2 and len(_POSSESSIVE_RE.split(m.group(1))) == 1:
+                        continue
+                while parts and parts[0].lower() in _CONNECTORS:
+                    parts = parts[1:]
+                span = " ".join(parts)
+                if len(span) >= 2 and span.lower() not in STOPWORDS and span[0].isupper():
+                    out.append(span)
     seen: list[str] = []
     for span in out:
         if span and span not in seen:

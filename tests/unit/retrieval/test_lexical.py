@@ -156,3 +156,15 @@ def test_matched_tokens_are_reused_for_the_same_question_and_never_leak_into_ano
     assert dict(index.matched_tokens(maths.words)) == dict(first)  # recomputed after another question
     with pytest.raises(TypeError):  # callers cannot corrupt the reused matches
         first["math"] = 0.0  # type: ignore[index]
+
+
+def test_apostrophes_of_contractions_and_possessives_quote_nothing() -> None:
+    """A single quote opens after a non-word character only: "What's ... Senna's" is no quotation,
+    a possessive ends a name, and a quoted name keeps its own apostrophe."""
+    terms = build_query_terms("What's Bruno Senna's Q1 result in the 'Journey into Nyx Hero's Path' set?",
+                              "driver's name refers to surname = 'Senna'")
+    assert terms.entities == ("Journey into Nyx Hero's Path", "Bruno Senna", "Q1")
+    assert terms.literals == {"journey into nyx hero's path", "bruno senna", "q1", "senna"}
+    assert build_query_terms('Who owns the card "Ancestor\'s Chosen"?').entities == ("Ancestor's Chosen",)
+    assert build_query_terms("What's the Italian name of Lewis Hamilton's team?").entities == ("Italian", "Lewis Hamilton")
+    assert build_query_terms("Which drivers' points were the highest?").entities == ()
