@@ -5,7 +5,8 @@ Usage (after ``retrieval_quality.py --dataset ... --work DIR`` has built and ind
     python benchmarks/fit_ranking_weights.py --dataset ../shared/bench/bird --work DIR [--lodo]
 
 Builds the product's features (``ranking.column_features`` etc.) for every question from the
-indexed snapshots and the product's embedding service, fits the four logistic models (L2, C=1;
+indexed snapshots and the product's embedding service, with each query text's similarities cut
+to its top ``dense_k`` chunks as retrieval sees them (:func:`as_retrieved`), fits the four logistic models (L2, C=1;
 weights of evidence features constrained to be >= 0, so more evidence never lowers a score) on
 all questions and prints them as Python. Each stage is fitted on *out-of-fold* outputs of the
 stages before it (the column model's logits for a question come from a model fitted without
@@ -63,6 +64,35 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, nonneg: list[bool], c: float = 1.
     return w / sd, float(b - (mu / sd) @ w)
 
 
+def top_k_with_floor(tables: np.ndarray, columns: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per query text, the ``k`` most similar table and column chunks keep their similarity and
+    every other chunk gets the row's floor (the smallest kept one - 0.05): what the retriever
+    builds from the vector store's top-``k`` hits (``SchemaRetriever._dense_scores``)."""
+    both = np.concatenate([tables, columns], axis=1)
+    out = both.copy()
+    k = min(k, both.shape[1])
+    for r in range(both.shape[0]):
+        keep = np.argpartition(-both[r], k - 1)[:k]
+        out[r].fill(both[r, keep].min() - 0.05)
+        out[r, keep] = both[r, keep]
+    return out[:, :tables.shape[1]], out[:, tables.shape[1]:]
+
+
+def as_retrieved(seg_tables: np.ndarray, seg_columns: np.ndarray, ent_tables: np.ndarray, ent_columns: np.ndarray,
+                 k: int):  # type: ignore[no-untyped-def]
+    """Exact similarities cut to what retrieval sees (:func:`top_k_with_floor`), as ``DenseScores``.
+
+    The models are fitted on these, not on the exact similarities of every chunk: a chunk outside
+    the top ``k`` reaches them only as the floor, and a model fitted on exact values over-trusts
+    the second-best columns of a big table it will never see.
+    """
+    from nl2sql_assets.retrieval.ranking import DenseScores
+
+    tables, columns = top_k_with_floor(seg_tables, seg_columns, k)
+    entities = top_k_with_floor(ent_tables, ent_columns, k)[1] if ent_columns.shape[0] else ent_columns
+    return DenseScores(tables=tables, columns=columns, entities=entities)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", type=Path, required=True)
@@ -103,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         seg = embed.embed_documents(list(terms.segments)).vectors
         ent = (embed.embed_documents(list(terms.entities)).vectors if terms.entities
                else np.zeros((0, seg.shape[1]), np.float32))
-        dense = R.DenseScores(tables=seg @ d["tv"].T, columns=seg @ d["cv"].T, entities=ent @ d["cv"].T)  # type: ignore[union-attr]
+        dense = as_retrieved(seg @ d["tv"].T, seg @ d["cv"].T, ent @ d["tv"].T, ent @ d["cv"].T,  # type: ignore[union-attr]
+                             RetrieverConfig().dense_k)
         rows.append({"db": q["db_id"].lower(), "d": d, "terms": terms, "dense": dense,
                      "cx": R.column_features(d["index"], terms, dense),  # type: ignore[arg-type]
                      "cy": np.array([k in {g.lower() for g in q["gold_columns"]} for k in d["keys"]], float),  # type: ignore[union-attr]

@@ -20,7 +20,7 @@ threshold, so a clear question gets one or two tables and a vague one more.
 
 The weights were fitted once with logistic regression on BIRD dev, on features that describe no
 particular database (similarities, word coverage, mentions, literal types such as a year or a
-proper noun against date or name columns, capped graph degree), each stage on out-of-fold
+proper noun against date or name columns, each entity's nearest text column, capped graph degree), each stage on out-of-fold
 outputs of the stages before it; ``benchmarks/fit_ranking_weights.py`` does the fit and reports
 leave-one-database-out figures, and the default cut-offs in ``RetrieverConfig`` are the ones that
 spend 3.0 tables and 25% of the columns on the held-out databases. The weight of ``value_hit``
@@ -40,12 +40,12 @@ from nl2sql_assets.retrieval.lexical import LexicalIndex, QueryTerms
 COLUMN_FEATURES = (
     "dense_max", "dense_question", "dense_rank", "name_cov", "desc_cov", "mention", "is_pk", "is_join_key",
     "qualified", "mention_unique", "name_cov_unique", "entity_sim", "entity_rank", "year_match",
-    "date_match", "time_match", "value_hit", "entity_name",
+    "date_match", "time_match", "value_hit", "entity_name", "entity_home",
 )
 TABLE_FEATURES = (
     "dense_max", "dense_question", "name_cov", "mention", "coverage", "col_max", "col_second", "mentions",
     "col_rank", "col_gap", "qualified", "mention_unique", "name_cov_unique", "entity_sim", "entity_rank",
-    "year_match", "date_match", "time_match", "value_hit", "degree", "out_degree", "log_columns",
+    "year_match", "date_match", "time_match", "value_hit", "degree", "out_degree", "log_columns", "entity_home",
 )
 CONTEXT_FEATURES = ("logit", "gap", "rank", "neighbour_max", "neighbour_sum", "between_top2", "residual_cov",
                     "residual_name")
@@ -73,10 +73,10 @@ VALUE_HIT_WEIGHT = 3.0  # by hand: see the module docstring
 
 # Fitted weights (logistic regression, L2, C=1, out-of-fold stacking), as printed by
 # benchmarks/fit_ranking_weights.py.
-COLUMN_MODEL = LinearModel(weights=(0.0000, 2.9548, 2.4217, 0.2282, 0.1084, 0.0000, 1.4184, 2.2105, 4.2597, 3.1238, 1.8167, 0.5954, 0.0000, 0.6111, 1.2293, 0.0216, 0.0000, 1.5577,), bias=-5.9855)
-TABLE_MODEL = LinearModel(weights=(0.0000, 0.0000, 1.8274, 0.0000, 2.2684, 0.0000, 0.2871, 0.0000, 1.7181, 0.1226, 2.0972, 1.3180, 0.9383, 0.4363, 0.3038, 0.0090, 0.0000, 0.0000, 0.0000, 0.3139, -0.1769, -0.1632,), bias=-3.0740)
-CONTEXT_MODEL = LinearModel(weights=(0.0000, 0.0000, 3.2344, 1.8446, -1.1063, 1.8884, 4.5399, 0.6418, 0.0000, 0.0000, 1.4406, 0.0261, 0.9269, 0.0000, 0.2222, 0.0000, 0.9462, 0.1439, 2.0980, 1.1410, 0.5989, 0.1897, 0.2865, 0.1178, 0.0000, 0.0000, 0.0000, 0.4339, -0.2030, -0.3004,), bias=-4.3882)
-WITHIN_MODEL = LinearModel(weights=(0.0000, 0.0917, 1.2386, 0.0000, -0.1968, 0.0000, 0.1999, 0.0000, 0.6433, 0.1208, 0.1590, 0.9757, 2.5873, 1.3226, 2.2214, 0.0000, 0.7272, 0.0000, 0.7180, 1.5689, 0.0000, 0.0000, 1.1424, 0.6269, 0.7711, 1.4598, 0.0000, 0.3466, 0.3498, 4.1976,), bias=-3.9296)
+COLUMN_MODEL = LinearModel(weights=(0.0000, 2.3501, 2.5608, 0.2860, 0.2134, 0.0000, 1.3589, 2.2542, 4.1632, 3.0333, 1.8913, 0.7762, 0.0000, 0.5928, 1.2064, 0.0185, 0.0000, 1.4819, 0.0000,), bias=-5.9403)
+TABLE_MODEL = LinearModel(weights=(0.0000, 0.0000, 1.8923, 0.0000, 2.3372, 0.0000, 0.2807, 0.0000, 1.5263, 0.1288, 2.0940, 1.3406, 0.9434, 0.0000, 0.0000, 0.0169, 0.0000, 0.0000, 0.0000, 0.3115, -0.1453, -0.1869, 0.6874,), bias=-3.0278)
+CONTEXT_MODEL = LinearModel(weights=(0.0000, 0.0000, 3.0461, 1.7543, -1.0537, 1.8817, 4.3842, 0.6480, 0.0000, 0.0000, 1.5197, 0.0307, 1.0627, 0.0000, 0.2114, 0.0000, 0.8167, 0.1453, 2.1214, 1.1977, 0.6583, 0.0000, 0.0000, 0.1271, 0.0000, 0.0000, 0.0000, 0.4209, -0.1826, -0.2983, 0.5100,), bias=-4.3718)
+WITHIN_MODEL = LinearModel(weights=(0.0000, 0.0875, 1.3898, 0.0000, -0.1925, 0.0000, 0.1544, 0.0027, 0.6686, 0.1930, 0.2529, 0.9114, 2.5936, 1.2468, 2.1733, 0.0000, 0.8043, 0.0000, 0.7205, 1.5622, 0.0000, 0.0000, 1.1052, 0.0000, 0.4638, 0.8494, 1.4930, 0.0000, 0.2201, 0.4321, 3.9014,), bias=-3.9642)
 
 
 @dataclass(frozen=True)
@@ -172,9 +172,19 @@ def column_features(index: SchemaIndex, terms: QueryTerms, dense: DenseScores) -
         dense_rank = _inverse_rank(cols, axis=1).max(axis=0)
     else:
         dense_max = dense_q = dense_rank = np.zeros(n)
+    home = np.zeros(n)
     if dense.entities.shape[0]:
         ent = dense.entities.max(axis=0) * lex.flags[:, 3]
         ent_rank = _inverse_rank(ent[None, :], axis=1)[0]
+        # each entity's home: the text column most like it ("Lewis Hamilton" -> drivers.surname),
+        # however low that similarity is; none when no text column came back from the vector
+        # store (all of them hold the row's floor, its smallest value)
+        text_columns = np.flatnonzero(lex.flags[:, 3])
+        if text_columns.size:
+            sims = dense.entities[:, text_columns]
+            best = np.argmax(sims, axis=1)
+            found = sims[np.arange(len(best)), best] > dense.entities.min(axis=1)
+            home[text_columns[best[found]]] = 1.0
     else:
         ent = ent_rank = np.zeros(n)
     uniq = lex.uniqueness
@@ -183,6 +193,7 @@ def column_features(index: SchemaIndex, terms: QueryTerms, dense: DenseScores) -
         index.is_pk, index.is_join_key, feats["qualified"], feats["mention"] * uniq, feats["name_cov"] * uniq,
         ent, ent_rank, float(terms.has_year) * lex.flags[:, 1], float(terms.has_date) * lex.flags[:, 0],
         float(terms.has_time) * lex.flags[:, 2], feats["value_hit"], float(bool(terms.entities)) * lex.flags[:, 4],
+        home,
     ]).astype(np.float64)
 
 
@@ -216,6 +227,7 @@ def table_features(index: SchemaIndex, terms: QueryTerms, dense: DenseScores, co
     return np.column_stack([
         dense_max, dense_q, tfeats["name_cov"], tfeats["mention"], tfeats["coverage"], col_max, col_second,
         np.minimum(mentions, 3.0), col_rank, gap, *extra, index.degree, index.out_degree, index.log_columns,
+        _table_max(col_x[:, COLUMN_FEATURES.index("entity_home")], table_of, n_tables),
     ]).astype(np.float64)
 
 

@@ -61,8 +61,11 @@ def test_evidence_for_a_table_raises_its_probability() -> None:
     liked = ranking.score_schema(index, terms, dense_for(index, snap, {"suppliers": 0.8, "suppliers.company_name": 0.8,
                                                                 "suppliers.country": 0.8}))
     s = [t.name for t in snap.tables].index("suppliers")
-    assert liked.table_prob[s] > plain.table_prob[s]
-    assert int(np.argmax(liked.table_prob)) == s
+    assert liked.table_prob[s] > 5 * plain.table_prob[s]
+    # from the least likely table to ahead of the tables the question gives no evidence for (only
+    # customers, the hub whose keys every join needs, stays ahead)
+    assert int(np.argmin(plain.table_prob)) == s
+    assert int(np.argsort(-liked.table_prob)[1]) == s
 
 
 def test_selection_is_adaptive_and_adds_bridges_with_join_columns() -> None:
@@ -170,3 +173,43 @@ def test_a_proper_noun_the_top_table_cannot_hold_points_to_tables_with_name_colu
     assert with_noun[names.index("customers")] == with_noun[names.index("products")] == 1.0
     assert with_noun[names.index("orders")] == with_noun[names.index("order_items")] == 0.0
     assert not residual_name("Total of the orders placed last week").any()
+
+
+def test_each_entity_credits_the_text_column_most_like_it() -> None:
+    """An entity's home is its nearest text column, even when that similarity is low in absolute
+    terms ("Lewis Hamilton" is closest to a surname column at 0.2); numeric columns are no home."""
+    snap = shop()
+    index = ranking.build_schema_index(snap)
+    cols = [f"{index.lexical.tables[index.lexical.column_table[ci]].name}.{c.name}"
+            for ci, c in enumerate(index.lexical.columns)]
+    numeric = SchemaSnapshot.create(snap.datasource, [t.model_copy(update={"columns": [
+        c.model_copy(update={"type_family": "integer"}) if c.name == "customer_id" else c for c in t.columns]})
+        for t in snap.tables], CAPTURED)
+    index = ranking.build_schema_index(numeric)
+    terms = build_query_terms("Which orders did Ada Lovelace place in 'Lisbon'?")
+    assert terms.entities == ("Lisbon", "Ada Lovelace")
+    entities = np.full((2, len(cols)), 0.05)
+    entities[0, cols.index("customers.city")] = 0.2
+    entities[1, cols.index("customers.last_name")] = 0.18
+    entities[1, cols.index("orders.customer_id")] = 0.3  # nearer, but a key column holds no name
+    plain = dense_for(index, numeric, {})
+    dense = ranking.DenseScores(tables=plain.tables, columns=plain.columns, entities=entities)
+    scores = ranking.score_schema(index, terms, dense)
+    j = ranking.COLUMN_FEATURES.index("entity_home")
+    homes = {cols[ci] for ci in np.flatnonzero(scores.column_features[:, j])}
+    assert homes == {"customers.city", "customers.last_name"}
+    t = ranking.TABLE_FEATURES.index("entity_home")
+    assert scores.table_features[[s.name for s in numeric.tables].index("customers"), t] == 1.0
+    assert scores.table_features[:, t].sum() == 1.0
+    elsewhere = np.full((2, len(cols)), 0.05)
+    elsewhere[:, cols.index("products.name")] = 0.2  # the same question, its entities at home in products
+    away = ranking.score_schema(index, terms, ranking.DenseScores(tables=plain.tables, columns=plain.columns,
+                                                                  entities=elsewhere))
+    assert away.table_features[[s.name for s in numeric.tables].index("products"), t] == 1.0
+    assert away.table_prob[0] < scores.table_prob[0]
+    # the vector store returned no text column for either entity: every one holds the row's floor
+    floor = np.full((2, len(cols)), 0.05)
+    floor[:, cols.index("orders.customer_id")] = 0.3
+    unseen = ranking.score_schema(index, terms, ranking.DenseScores(tables=plain.tables, columns=plain.columns,
+                                                                    entities=floor))
+    assert not unseen.column_features[:, j].any()
