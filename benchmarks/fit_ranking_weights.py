@@ -6,13 +6,13 @@ Usage (after ``retrieval_quality.py --dataset ... --work DIR`` has built and ind
 
 Builds the product's features (``ranking.column_features`` etc.) for every question from the
 indexed snapshots and the product's embedding service, with each query text's similarities cut
-to its top ``dense_k`` chunks as retrieval sees them (:func:`as_retrieved`), fits the four logistic models (L2, C=1;
-weights of evidence features constrained to be >= 0, so more evidence never lowers a score) on
-all questions and prints them as Python. Each stage is fitted on *out-of-fold* outputs of the
-stages before it (the column model's logits for a question come from a model fitted without
-that question's database, in 3 database-grouped folds): on a new database the stages see
-estimates that were not fitted on it, and training them on anything more confident teaches
-them to over-trust those estimates.
+to its top ``dense_k`` chunks as retrieval sees them (:func:`as_retrieved`), fits the four
+logistic models (L2, C=1; weights of evidence features constrained to be >= 0, so more evidence
+never lowers a score) on all questions and prints them as Python. Each stage is fitted on
+*out-of-fold* outputs of the stages before it (the column model's logits for a question come
+from a model fitted without that question's database, in 3 database-grouped folds): on a new
+database the stages see estimates that were not fitted on it, and training them on anything more
+confident teaches them to over-trust those estimates.
 
 With ``--lodo`` it also fits leave-one-database-out and prints the held-out figures at the
 shipped cut-offs and at the cut-offs that spend the issue's budget (3.0 tables, 25% of the

@@ -226,8 +226,8 @@ class OnnxMiniLMEmbedder:
         return mean_pool_normalize(hidden, mask)
 
 
-#: What one more ``session.run`` call costs, in padded tokens: about 2.5 ms on a 2-core machine,
-#: where a padded token costs about 0.16 ms (``benchmarks/embed_query_batches.py`` measures both).
+#: What one more ``session.run`` call costs, in padded tokens: about 2.7 ms on a 2-core machine,
+#: where a padded token costs about 0.19 ms (``benchmarks/embed_query_batches.py`` fits both: 14.6).
 CALL_COST_TOKENS = 16
 
 

@@ -154,12 +154,13 @@ def _entities(question: str) -> list[str]:
     for sentence in _SENTENCE_RE.split(unquoted):
         for m in _CAPITALIZED_RE.finditer(sentence):
             opens = not sentence[: m.start(1)].strip()
-            for i, piece in enumerate(_POSSESSIVE_RE.split(m.group(1))):
+            pieces = _POSSESSIVE_RE.split(m.group(1))
+            for i, piece in enumerate(pieces):
                 parts = piece.strip(" .'").split()
                 if opens and i == 0:
                     if parts and parts[0].lower() in _QUESTION_OPENERS:
                         parts = parts[1:]
-                    elif len(parts) < 2 and len(_POSSESSIVE_RE.split(m.group(1))) == 1:
+                    elif len(parts) < 2 and len(pieces) == 1:  # one capitalized word opening a sentence
                         continue
                 while parts and parts[0].lower() in _CONNECTORS:
                     parts = parts[1:]
