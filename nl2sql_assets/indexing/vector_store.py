@@ -150,6 +150,12 @@ def _or(clauses: list[dict[str, object]]) -> dict[str, object]:
     return clauses[0] if len(clauses) == 1 else {"$or": clauses}
 
 
+#: Query vectors x results per ``collection.query`` call at most. Chroma reads a query's hits back
+#: in one SQLite statement with a variable per hit, and SQLite refuses more than 32,766
+#: ("too many SQL variables"): 256 questions x 4 texts x 30 hits is already 30,720.
+_MAX_HITS_PER_QUERY_CALL = 16_384
+
+
 def _visible_at(generation: int) -> list[dict[str, object]]:
     return [{"valid_from": {"$lte": generation}}, {"valid_to": {"$gt": generation}}]
 
@@ -731,22 +737,25 @@ class ChromaVectorStore:
         vectors = self._query_vectors(queries)
         n = max(k, fetch_k if fetch_k is not None else 4 * k) if mmr else k
         include = (["documents"] if documents else []) + ["metadatas", "distances"] + (["embeddings"] if mmr else [])
-        res = self._call("search", lambda: coll.query(query_embeddings=vectors, n_results=n,  # type: ignore[arg-type]
-                                                       where=scope, include=include))  # type: ignore[arg-type]
         out: list[list[SearchHit]] = []
-        for qi in range(len(queries)):
-            ids = res["ids"][qi]
-            metas = (res["metadatas"] or [[]])[qi]
-            docs = (res["documents"] or [[]])[qi] if documents else [None] * len(ids)
-            dists = (res["distances"] or [[]])[qi]
-            hits = [self._hit(sid, meta, doc, 1.0 - float(dist))
-                    for sid, meta, doc, dist in zip(ids, metas, docs, dists, strict=False)]
-            if mmr and hits:
-                cand = np.asarray(res["embeddings"][qi], dtype=np.float32)  # type: ignore[index]
-                hits = [hits[i] for i in mmr_order(vectors[qi], cand, k, lambda_mult)]
-            else:
-                hits = sorted(hits, key=lambda h: (-h.score, h.id))[:k]
-            out.append(hits)
+        per_call = max(1, _MAX_HITS_PER_QUERY_CALL // n)
+        for start in range(0, len(vectors), per_call):
+            part = vectors[start:start + per_call]
+            res = self._call("search", lambda part=part: coll.query(  # type: ignore[misc]
+                query_embeddings=part, n_results=n, where=scope, include=include))  # type: ignore[arg-type]
+            for qi in range(len(part)):
+                ids = res["ids"][qi]
+                metas = (res["metadatas"] or [[]])[qi]
+                docs = (res["documents"] or [[]])[qi] if documents else [None] * len(ids)
+                dists = (res["distances"] or [[]])[qi]
+                hits = [self._hit(sid, meta, doc, 1.0 - float(dist))
+                        for sid, meta, doc, dist in zip(ids, metas, docs, dists, strict=False)]
+                if mmr and hits:
+                    cand = np.asarray(res["embeddings"][qi], dtype=np.float32)  # type: ignore[index]
+                    hits = [hits[i] for i in mmr_order(part[qi], cand, k, lambda_mult)]
+                else:
+                    hits = sorted(hits, key=lambda h: (-h.score, h.id))[:k]
+                out.append(hits)
         return out
 
     def _query_vectors(self, queries: Sequence[str | np.ndarray]) -> np.ndarray:

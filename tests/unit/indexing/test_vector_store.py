@@ -260,6 +260,23 @@ def test_search_without_documents_keeps_ids_scores_and_metadata(client: chromadb
         assert all(h.document for h in with_docs) and all(h.document == "" for h in without)
 
 
+def test_many_queries_times_many_hits_are_split_below_sqlites_variable_limit(
+        client: chromadb.api.ClientAPI) -> None:
+    """Chroma reads a query call's hits back in one SQLite statement (at most 32,766 variables):
+    a batch of 400 query texts x 100 hits (40,000) once failed as a whole with "too many SQL
+    variables", and every question of the batch fell back to the full schema."""
+    store, _ = make_store(client)
+    chunks = build_chunks(wide_snapshot(30))
+    refresh(store, chunks)
+    assert len(chunks.chunks) >= 100
+    texts = [f"entity {i % 30} attr {i}" for i in range(400)]
+    many = store.search_many(texts, k=100, documents=False)
+    assert len(many) == 400 and all(len(hits) == 100 for hits in many)
+    for i in (0, 163, 399):  # each text's hits are its own, in the same order as asked alone
+        alone = store.search(texts[i], k=100)
+        assert [h.id for h in many[i]] == [h.id for h in alone]
+
+
 def test_mmr_returns_k_diverse_hits_from_fetch_k(client: chromadb.api.ClientAPI) -> None:
     store, _ = make_store(client)
     refresh(store, build_chunks(wide_snapshot(30)))
