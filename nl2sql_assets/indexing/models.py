@@ -332,6 +332,32 @@ class SearchHit(StoredChunk):
     score: float
 
 
+class ChunkScore(BaseModel):
+    """A stored record's id and its similarity to the query, without the chunk: what a caller that
+    knows the chunks already (the retriever, from the snapshot) needs of a search.
+
+    ``record_id`` is the chunk id, or ``<chunk id>#g<generation>`` for a chunk rewritten while its
+    old row was still visible to readers; look it up as it is first (an identifier may itself end
+    in ``#g1``), then as :attr:`chunk_id`.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    record_id: str
+    score: float
+
+    @property
+    def chunk_id(self) -> str:
+        """
+        >>> ChunkScore(record_id="shop:v1:column:orders.total#g7", score=0.5).chunk_id
+        'shop:v1:column:orders.total'
+        >>> ChunkScore(record_id="shop:v1:table:orders", score=0.5).chunk_id
+        'shop:v1:table:orders'
+        """
+        head, sep, tail = self.record_id.rpartition("#g")
+        return head if sep and tail.isdigit() else self.record_id
+
+
 class RefreshReport(BaseModel):
     """What one ``refresh_schema_chunks`` call did."""
 

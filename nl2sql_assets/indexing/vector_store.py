@@ -44,7 +44,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from time import perf_counter
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -57,6 +57,7 @@ from nl2sql_assets.errors import (
 from nl2sql_assets.indexing.breaker import CircuitBreaker
 from nl2sql_assets.indexing.embeddings import EmbedResult
 from nl2sql_assets.indexing.models import (
+    ChunkScore,
     IndexState,
     MetadataValue,
     ModelIdentity,
@@ -78,6 +79,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+R = TypeVar("R")
 DEFAULT_COLLECTION = "nl2sql_schema"
 BREAKER_NAME = "vector_store"
 OPEN_GENERATION = 2**62  # valid_to of a record no refresh has retired
@@ -699,26 +701,60 @@ class ChromaVectorStore:
         """:meth:`search` for several queries with one filter: one manifest read, one Chroma query.
 
         ``documents=False`` leaves each hit's ``document`` empty: a caller that reads only scores
-        and metadata (the retriever, every chunk of every query text) saves Chroma reading the texts.
+        and metadata saves Chroma reading the texts.
         """
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
         if not 0.0 <= lambda_mult <= 1.0:
             raise ValueError(f"lambda_mult must be within [0, 1], got {lambda_mult}")
+        n = max(k, fetch_k if fetch_k is not None else 4 * k) if mmr else k
+        include = (["documents"] if documents else []) + ["metadatas", "distances"] + (["embeddings"] if mmr else [])
+
+        def hits_of(vector: np.ndarray, res: dict[str, Any], qi: int) -> list[SearchHit]:
+            ids = res["ids"][qi]
+            metas = (res["metadatas"] or [[]])[qi]
+            docs = (res["documents"] or [[]])[qi] if documents else [None] * len(ids)
+            dists = (res["distances"] or [[]])[qi]
+            hits = [self._hit(sid, meta, doc, 1.0 - float(dist))
+                    for sid, meta, doc, dist in zip(ids, metas, docs, dists, strict=False)]
+            if mmr and hits:
+                cand = np.asarray(res["embeddings"][qi], dtype=np.float32)
+                return [hits[i] for i in mmr_order(vector, cand, k, lambda_mult)]
+            return sorted(hits, key=lambda h: (-h.score, h.id))[:k]
+
+        return self._searching(queries, k, n, where, include, hits_of)
+
+    def search_scores_many(self, queries: Sequence[str | np.ndarray], *, k: int,
+                           where: SearchFilter | None = None) -> list[list[ChunkScore]]:
+        """The ``k`` nearest chunk ids per query with their scores, best first: :meth:`search_many`
+        without reading metadata back, which is most of what a Chroma query costs (about 17 -> 7 ms
+        for 4 query texts x 30 hits on a 2-core machine). For callers that know the chunks already.
+        """
+        def scores_of(vector: np.ndarray, res: dict[str, Any], qi: int) -> list[ChunkScore]:
+            found = [ChunkScore(record_id=sid, score=1.0 - float(dist))
+                     for sid, dist in zip(res["ids"][qi], (res["distances"] or [[]])[qi], strict=False)]
+            return sorted(found, key=lambda h: (-h.score, h.record_id))[:k]
+
+        return self._searching(queries, k, k, where, ["distances"], scores_of)
+
+    def _searching(self, queries: Sequence[str | np.ndarray], k: int, n: int, where: SearchFilter | None,
+                   include: list[str], convert: Callable[[np.ndarray, dict[str, Any], int], list[R]]
+                   ) -> list[list[R]]:
+        """Validate, query (again once when the collection was recreated elsewhere), count errors."""
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
         where = where or SearchFilter()
         if not queries:
             return []
         started = perf_counter()
         try:
             try:
-                return self._search_many(queries, k, where, mmr, lambda_mult, fetch_k, documents)
+                return self._query_many(queries, n, where, include, convert)
             except VectorStoreError as exc:
                 from chromadb.errors import NotFoundError
 
                 if not isinstance(exc.__cause__, NotFoundError):
                     raise
                 # the collection was dropped or recreated by another process: look it up again once
-                return self._search_many(queries, k, where, mmr, lambda_mult, fetch_k, documents)
+                return self._query_many(queries, n, where, include, convert)
         except Nl2SqlError as exc:
             self._count_error(exc)
             raise
@@ -726,8 +762,8 @@ class ChromaVectorStore:
             if self.metrics is not None:
                 self.metrics.observe("vector_search_seconds", perf_counter() - started)
 
-    def _search_many(self, queries: Sequence[str | np.ndarray], k: int, where: SearchFilter, mmr: bool,
-                     lambda_mult: float, fetch_k: int | None, documents: bool = True) -> list[list[SearchHit]]:
+    def _query_many(self, queries: Sequence[str | np.ndarray], n: int, where: SearchFilter, include: list[str],
+                    convert: Callable[[np.ndarray, dict[str, Any], int], list[R]]) -> list[list[R]]:
         coll = self._read_collection()
         if coll is None:
             return [[] for _ in queries]
@@ -735,27 +771,13 @@ class ChromaVectorStore:
         if scope is None:
             return [[] for _ in queries]
         vectors = self._query_vectors(queries)
-        n = max(k, fetch_k if fetch_k is not None else 4 * k) if mmr else k
-        include = (["documents"] if documents else []) + ["metadatas", "distances"] + (["embeddings"] if mmr else [])
-        out: list[list[SearchHit]] = []
+        out: list[list[R]] = []
         per_call = max(1, _MAX_HITS_PER_QUERY_CALL // n)
         for start in range(0, len(vectors), per_call):
             part = vectors[start:start + per_call]
             res = self._call("search", lambda part=part: coll.query(  # type: ignore[misc]
                 query_embeddings=part, n_results=n, where=scope, include=include))  # type: ignore[arg-type]
-            for qi in range(len(part)):
-                ids = res["ids"][qi]
-                metas = (res["metadatas"] or [[]])[qi]
-                docs = (res["documents"] or [[]])[qi] if documents else [None] * len(ids)
-                dists = (res["distances"] or [[]])[qi]
-                hits = [self._hit(sid, meta, doc, 1.0 - float(dist))
-                        for sid, meta, doc, dist in zip(ids, metas, docs, dists, strict=False)]
-                if mmr and hits:
-                    cand = np.asarray(res["embeddings"][qi], dtype=np.float32)  # type: ignore[index]
-                    hits = [hits[i] for i in mmr_order(part[qi], cand, k, lambda_mult)]
-                else:
-                    hits = sorted(hits, key=lambda h: (-h.score, h.id))[:k]
-                out.append(hits)
+            out.extend(convert(part[qi], res, qi) for qi in range(len(part)))  # type: ignore[arg-type]
         return out
 
     def _query_vectors(self, queries: Sequence[str | np.ndarray]) -> np.ndarray:

@@ -10,7 +10,9 @@ Stages (``../shared/design/seed-indexing.md``, with the fixes of issue 5):
    are re-scored with lexical evidence (identifiers the question names, shared vocabulary).
 3. + 4. Schema context and column candidates: one vector search over the chosen datasource's
    table, metric and column chunks gives every chunk's similarity to every query text; a column
-   hit counts for its table, so tables only a column names are found too.
+   hit counts for its table, so tables only a column names are found too. The search reads back
+   chunk ids and scores only: the chunk builder names every chunk of the snapshot, so the hits
+   are placed without Chroma's metadata (reading it was most of the query's cost).
 5. Planning context: :mod:`ranking` turns similarities and lexical evidence into probabilities,
    keeps tables above an adaptive cut-off, adds bridge and link tables over the join graph, and
    picks key, join and likely columns per table; relationships come from the join graph.
@@ -27,15 +29,14 @@ tenant or version raise :class:`UnknownDatasourceError`, :class:`UnknownTenantEr
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 
@@ -47,7 +48,8 @@ from nl2sql_assets.errors import (
     UnknownTenantError,
     VectorStoreUnavailableError,
 )
-from nl2sql_assets.indexing.models import SearchFilter, SearchHit
+from nl2sql_assets.indexing.chunk_builder import build_chunks
+from nl2sql_assets.indexing.models import ChunkScore, SearchFilter, SearchHit
 from nl2sql_assets.retrieval import ranking
 from nl2sql_assets.retrieval.lexical import QueryTerms, build_query_terms
 from nl2sql_assets.retrieval.models import (
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
     from nl2sql_assets.schema.models import SchemaSnapshot
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 _SCHEMA_CHUNKS = ["schema.table", "schema.metric", "schema.column"]
 _ROUTE_CHUNKS = ["schema.datasource", "schema.table", "schema.column"]
@@ -85,6 +88,9 @@ class VectorStoreLike(Protocol):
     def search_many(self, queries: Sequence[str | np.ndarray], *, k: int, where: SearchFilter | None = None,
                     mmr: bool = False, documents: bool = True) -> list[list[SearchHit]]: ...
 
+    def search_scores_many(self, queries: Sequence[str | np.ndarray], *, k: int,
+                           where: SearchFilter | None = None) -> list[list[ChunkScore]]: ...
+
     def live_versions(self, tenant_id: str | None = None) -> dict[str, str]: ...
 
 
@@ -99,7 +105,9 @@ class _Cached:
     snapshot: SchemaSnapshot
     index: ranking.SchemaIndex
     table_pos: dict[tuple[str, str], int]
-    column_pos: dict[tuple[str, str, str], int]
+    # chunk id -> ("table", (table index,)), ("column", (column index,)) or ("metric", its tables):
+    # a search hit needs no metadata from the vector store to find its place
+    chunk_pos: dict[str, tuple[str, tuple[int, ...]]]
 
 
 @dataclass
@@ -112,7 +120,7 @@ class _Query:
     n_segments: int
     vectors: np.ndarray | None = None
     route_hits: list[list[SearchHit]] | Exception | None = None
-    schema_hits: list[list[SearchHit]] | Exception | None = None
+    schema_hits: list[list[ChunkScore]] | Exception | None = None
     timings: dict[str, float] = field(default_factory=lambda: {"embed": 0.0, "vector": 0.0, "total": 0.0})
     warnings: list[str] = field(default_factory=list)
 
@@ -304,7 +312,22 @@ class SchemaRetriever:
             for col in table.columns:
                 column_pos[(table.schema_name or "", table.name, col.name)] = ci
                 ci += 1
-        return _Cached(snapshot, index, table_pos, column_pos)
+        # the chunk builder names every chunk of this version: the ids the vector store holds
+        chunk_pos: dict[str, tuple[str, tuple[int, ...]]] = {}
+        for chunk in build_chunks(snapshot).chunks:
+            if chunk.type == "schema.table":
+                ti = table_pos.get((chunk.schema_name or "", chunk.table))
+                if ti is not None:
+                    chunk_pos[chunk.id] = ("table", (ti,))
+            elif chunk.type == "schema.column":
+                found = column_pos.get((chunk.schema_name or "", chunk.table, chunk.column))
+                if found is not None:
+                    chunk_pos[chunk.id] = ("column", (found,))
+            elif chunk.type == "schema.metric":
+                tables = tuple(i for name in chunk.tables for (_, n), i in table_pos.items() if n == name)
+                if tables:
+                    chunk_pos[chunk.id] = ("metric", tables)
+        return _Cached(snapshot, index, table_pos, chunk_pos)
 
     def _live_versions(self, tenant: str | None, live: dict[str | None, tuple[dict[str, str] | None, str]],
                        q: _Query) -> dict[str, str] | None:
@@ -391,7 +414,7 @@ class SchemaRetriever:
                                  chunk_types=_SCHEMA_CHUNKS)
             k = max(1, min(sizes[key], self.config.dense_k))
             vectors = [v for q in group for v in q.vectors]  # type: ignore[union-attr]
-            outcome = self._grouped_search(vectors, k, where, group)
+            outcome = self._grouped_scores(vectors, k, where, group)
             start = 0
             for q in group:
                 if isinstance(outcome, Exception):
@@ -402,9 +425,21 @@ class SchemaRetriever:
 
     def _grouped_search(self, vectors: list[np.ndarray], k: int, where: SearchFilter,
                         group: list[_Query]) -> list[list[SearchHit]] | Exception:
+        """Hits with their metadata (routing: which datasource, which table)."""
+        return self._timed(group, lambda: self.vector_store.search_many(  # type: ignore[arg-type]
+            vectors, k=k, where=where, documents=False))
+
+    def _grouped_scores(self, vectors: list[np.ndarray], k: int, where: SearchFilter,
+                        group: list[_Query]) -> list[list[ChunkScore]] | Exception:
+        """Chunk ids and scores only (one datasource's schema: the snapshot knows the chunks)."""
+        return self._timed(group, lambda: self.vector_store.search_scores_many(  # type: ignore[arg-type]
+            vectors, k=k, where=where))
+
+    @staticmethod
+    def _timed(group: list[_Query], search: Callable[[], _T]) -> _T | Exception:
         t0 = perf_counter()
         try:
-            return self.vector_store.search_many(vectors, k=k, where=where, documents=False)  # type: ignore[arg-type]
+            return search()
         except (VectorStoreUnavailableError, EmbeddingDimensionMismatchError) as exc:
             return exc
         finally:
@@ -426,7 +461,7 @@ class SchemaRetriever:
             k = len(snapshot.tables) + snapshot.column_count + len(snapshot.datasource.metrics)
             where = SearchFilter(tenant_id=q.request.tenant, datasource_ids=[datasource],
                                  versions={datasource: str(snapshot.schema_version)}, chunk_types=_SCHEMA_CHUNKS)
-            hits = self._grouped_search(list(q.vectors), max(1, min(k, cfg.dense_k)), where, [q])  # type: ignore[arg-type]
+            hits = self._grouped_scores(list(q.vectors), max(1, min(k, cfg.dense_k)), where, [q])  # type: ignore[arg-type]
         if isinstance(hits, EmbeddingDimensionMismatchError):
             return self._full_schema(q, datasource, cached, versions, ranked, "vector_store_unavailable", str(hits))
         if isinstance(hits, Exception):
@@ -456,7 +491,7 @@ class SchemaRetriever:
         """A column is worth sending when its probability outweighs its share of the schema."""
         return 1.0 - math.exp(-self.config.column_cost / max(1, snapshot.column_count))
 
-    def _dense_scores(self, q: _Query, cached: _Cached, hits: list[list[SearchHit]]) -> ranking.DenseScores | None:
+    def _dense_scores(self, q: _Query, cached: _Cached, hits: list[list[ChunkScore]]) -> ranking.DenseScores | None:
         """Similarity matrices in snapshot order; hits the snapshot does not know are dropped."""
         n_tables = len(cached.snapshot.tables)
         n_columns = len(cached.index.lexical.columns)
@@ -468,26 +503,18 @@ class SchemaRetriever:
             rows_t[r].fill(floor)
             rows_c[r].fill(floor)
             for h in row_hits:
-                meta = h.metadata
-                schema = str(meta.get("schema_name") or "")
-                if h.chunk_type == "schema.column":
-                    ci = cached.column_pos.get((schema, str(meta.get("table", "")), str(meta.get("column", ""))))
-                    if ci is not None:
-                        rows_c[r, ci] = h.score
-                        found += 1
-                elif h.chunk_type == "schema.table":
-                    ti = cached.table_pos.get((schema, str(meta.get("table", ""))))
-                    if ti is not None:
-                        rows_t[r, ti] = h.score
-                        found += 1
-                elif h.chunk_type == "schema.metric":
-                    for name in _json_list(meta.get("tables")):
-                        ti = cached.table_pos.get(("", name))
-                        if ti is None:
-                            ti = next((i for (s, n), i in cached.table_pos.items() if n == name), None)
-                        if ti is not None:
-                            rows_t[r, ti] = max(rows_t[r, ti], h.score)
-                            found += 1
+                place = cached.chunk_pos.get(h.record_id) or cached.chunk_pos.get(h.chunk_id)
+                if place is None:
+                    continue
+                kind, positions = place
+                found += 1
+                if kind == "column":
+                    rows_c[r, positions[0]] = h.score
+                elif kind == "table":
+                    rows_t[r, positions[0]] = h.score
+                else:  # a metric speaks for every table it names
+                    for ti in positions:
+                        rows_t[r, ti] = max(rows_t[r, ti], h.score)
         if not found:
             return None
         seg = q.n_segments
@@ -578,16 +605,6 @@ class SchemaRetriever:
             schema_version=snapshot.schema_version, tables=tables,
             relationships=cached.index.graph.relationships(list(range(len(snapshot.tables)))),
             fallback=fallback, warnings=list(q.warnings))
-
-
-def _json_list(value: object) -> list[str]:
-    if not isinstance(value, str) or not value:
-        return []
-    try:
-        loaded = json.loads(value)
-    except ValueError:
-        return []
-    return [str(v) for v in loaded] if isinstance(loaded, list) else []
 
 
 def _route_dense(hits: list[list[SearchHit]], visible: set[str]) -> dict[str, dict[str, float]]:

@@ -260,6 +260,30 @@ def test_search_without_documents_keeps_ids_scores_and_metadata(client: chromadb
         assert all(h.document for h in with_docs) and all(h.document == "" for h in without)
 
 
+def test_scores_only_search_matches_the_full_search_including_rewritten_chunks(
+        client: chromadb.api.ClientAPI) -> None:
+    """Ids and scores without metadata: the same chunks, order and scores as ``search_many``, also
+    after a same-version change stored the rewritten chunks as ``<chunk id>#g<generation>``."""
+    store, _ = make_store(client)
+    v1 = build_chunks(shop_snapshot())
+    refresh(store, v1)
+    refresh(store, build_chunks(shop_snapshot(customer_comment="Buyers of the shop.")))
+    records = store._read_collection().get(include=[])["ids"]  # type: ignore[union-attr]
+    assert any("#g" in r for r in records)  # some chunks now live under a generation suffix
+    texts = ["customer email", "order total"]
+    full = store.search_many(texts, k=10, documents=False)
+    lean = store.search_scores_many(texts, k=10, where=SearchFilter(chunk_types=["schema.column", "schema.table"]))
+    full_filtered = store.search_many(texts, k=10, where=SearchFilter(chunk_types=["schema.column", "schema.table"]))
+    assert any("#g" in h.record_id for row in lean for h in row)
+    for hits, scores in zip(full_filtered, lean, strict=True):
+        assert [h.id for h in hits] == [s.chunk_id for s in scores]
+        assert [h.score for h in hits] == pytest.approx([s.score for s in scores])
+    assert {s.chunk_id for row in lean for s in row} <= {c.id for c in v1.chunks}
+    assert len(full) == 2 and store.search_scores_many([], k=3) == []
+    with pytest.raises(ValueError, match="k must be"):
+        store.search_scores_many(texts, k=0)
+
+
 def test_many_queries_times_many_hits_are_split_below_sqlites_variable_limit(
         client: chromadb.api.ClientAPI) -> None:
     """Chroma reads a query call's hits back in one SQLite statement (at most 32,766 variables):

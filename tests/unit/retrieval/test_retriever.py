@@ -21,6 +21,7 @@ from nl2sql_assets.errors import (
     UnknownTenantError,
 )
 from nl2sql_assets.indexing.breaker import CircuitBreaker
+from nl2sql_assets.indexing.chunk_builder import build_chunks
 from nl2sql_assets.indexing.embeddings import EmbeddingService
 from nl2sql_assets.indexing.vector_store import build_vector_store
 from nl2sql_assets.retrieval.models import QueryHints, RetrievalRequest, RetrieverConfig
@@ -230,3 +231,24 @@ def test_a_tenant_only_ever_sees_its_own_datasources(tenant_world: tuple[World, 
     else:
         with pytest.raises(UnknownDatasourceError):
             retriever.retrieve(question, tenant=tenant, datasource=ds)
+
+
+def test_chunks_rewritten_within_a_version_are_still_found(world: World) -> None:
+    """A same-version refresh (new descriptions) stores changed chunks as ``<chunk id>#g<n>``; the
+    retriever reads only ids and scores back and must still place those hits."""
+    retriever = world.retriever()
+    question = "customer name and customer city of customers"
+    before = retriever.retrieve(question, datasource="shop")
+    snap = world.schema_store.get_latest("shop")
+    described = snap.model_copy(update={"tables": [
+        t.model_copy(update={"description": f"All about {t.name}.",
+                             "columns": [c.model_copy(update={"description": f"The {c.name}."}) for c in t.columns]})
+        for t in snap.tables]})
+    version = str(snap.schema_version)
+    world.vector_store.refresh_schema_chunks("shop", version, build_chunks(described.with_version(version)).chunks,
+                                             tenant_id=snap.datasource.tenant)
+    records = world.vector_store._read_collection().get(include=[])["ids"]  # type: ignore[attr-defined]
+    assert sum("#g" in r for r in records) >= len(snap.tables) + snap.column_count
+    after = world.retriever().retrieve(question, datasource="shop")
+    assert after.fallback is None and table_names(after)[0] == table_names(before)[0] == "customers"
+    assert after.tables[0].score > 0.5
