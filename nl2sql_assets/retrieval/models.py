@@ -109,7 +109,8 @@ class RetrieverConfig(_Frozen):
         small_schema_columns: when > 0, a datasource with at most this many columns is sent
             whole (``fallback: "small_schema"``); 0 turns the shortcut off.
         dense_k: at most this many chunks per query text are read from the vector store for a
-            datasource (the rest count as dissimilar).
+            datasource (the rest count as dissimilar: they get the row's floor). The ranking
+            weights were fitted on similarities cut at this k, so changing it moves the figures.
         live_version_ttl_s: how long the vector store's live versions are reused (a re-index
             becomes visible to retrieval within this time; 0 reads them for every call).
         route_candidates: how many datasources routing scores in full.
@@ -118,12 +119,12 @@ class RetrieverConfig(_Frozen):
         cache_size: (datasource, version) indexes kept in memory.
     """
 
-    table_threshold: float = Field(default=0.0788, ge=0.0, le=1.0)
+    table_threshold: float = Field(default=0.0793, ge=0.0, le=1.0)
     max_tables: int = Field(default=5, ge=1)
-    column_cost: float = Field(default=3.136, ge=0.0)
+    column_cost: float = Field(default=3.254, ge=0.0)
     min_columns_per_table: int = Field(default=1, ge=0)
     small_schema_columns: int = Field(default=0, ge=0)
-    dense_k: int = Field(default=30, ge=1)
+    dense_k: int = Field(default=60, ge=1)
     live_version_ttl_s: float = Field(default=2.0, ge=0.0)
     route_candidates: int = Field(default=4, ge=1)
     route_k: int = Field(default=40, ge=1)

@@ -62,10 +62,10 @@ def test_evidence_for_a_table_raises_its_probability() -> None:
                                                                 "suppliers.country": 0.8}))
     s = [t.name for t in snap.tables].index("suppliers")
     assert liked.table_prob[s] > 5 * plain.table_prob[s]
-    # from the least likely table to ahead of the tables the question gives no evidence for (only
-    # customers, the hub whose keys every join needs, stays ahead)
+    # from the least likely table to ahead of the tables the question gives no evidence for (at
+    # most customers, the hub whose keys every join needs, may stay ahead)
     assert int(np.argmin(plain.table_prob)) == s
-    assert int(np.argsort(-liked.table_prob)[1]) == s
+    assert s in np.argsort(-liked.table_prob)[:2].tolist()
 
 
 def test_selection_is_adaptive_and_adds_bridges_with_join_columns() -> None:
