@@ -154,7 +154,8 @@ def _or(clauses: list[dict[str, object]]) -> dict[str, object]:
 
 #: Query vectors x results per ``collection.query`` call at most. Chroma reads a query's hits back
 #: in one SQLite statement with a variable per hit, and SQLite refuses more than 32,766
-#: ("too many SQL variables"): 256 questions x 4 texts x 30 hits is already 30,720.
+#: ("too many SQL variables"): 150 questions x 3.6 texts x 60 hits (the retriever's dense_k)
+#: is already 32,400.
 _MAX_HITS_PER_QUERY_CALL = 16_384
 
 
