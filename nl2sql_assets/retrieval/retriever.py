@@ -314,7 +314,13 @@ class SchemaRetriever:
                 ci += 1
         # the chunk builder names every chunk of this version: the ids the vector store holds
         chunk_pos: dict[str, tuple[str, tuple[int, ...]]] = {}
-        for chunk in build_chunks(snapshot).chunks:
+        try:
+            chunks = build_chunks(snapshot).chunks
+        except ValueError as exc:  # the indexer refused it too (duplicate ids): nothing is indexed
+            log.warning("datasource %s: no chunks for version %s (%s)", snapshot.datasource.id,
+                        snapshot.schema_version, exc)
+            chunks = []
+        for chunk in chunks:
             if chunk.type == "schema.table":
                 ti = table_pos.get((chunk.schema_name or "", chunk.table))
                 if ti is not None:

@@ -252,3 +252,17 @@ def test_chunks_rewritten_within_a_version_are_still_found(world: World) -> None
     after = world.retriever().retrieve(question, datasource="shop")
     assert after.fallback is None and table_names(after)[0] == table_names(before)[0] == "customers"
     assert after.tables[0].score > 0.5
+
+
+def test_a_snapshot_the_chunk_builder_refuses_falls_back_to_its_full_schema(world: World) -> None:
+    """A table named ``a.b`` beside table ``b`` of schema ``a`` gives two chunks one id: indexing
+    refuses the snapshot, and the retriever (which maps hits by chunk id) answers from the
+    schema store instead of failing."""
+    from nl2sql_assets.schema.models import DatasourceInfo, SchemaSnapshot
+    from tests.retrieval_samples import CAPTURED
+
+    tables = [Table(name="a.b", columns=[Column(name="x")]), Table(schema_name="a", name="b", columns=[Column(name="x")])]
+    world.add(SchemaSnapshot.create(DatasourceInfo(id="clash", dialect="sqlite"), tables, CAPTURED), index=False)
+    result = world.retriever().retrieve("x of b", datasource="clash")
+    assert result.fallback == "no_candidates"
+    assert sorted(t.name for t in result.tables) == ["a.b", "b"]
