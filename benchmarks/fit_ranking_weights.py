@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from nl2sql_assets.retrieval.ranking import FLOOR_MARGIN, DenseScores
+
 FOLDS = 3  # database-grouped folds for out-of-fold stacking
 TABLE_BUDGET, SHARE_BUDGET = 3.0, 0.25
 FREE = {"is_pk", "is_join_key", "degree", "out_degree", "log_columns", "neighbour_max", "neighbour_sum",
@@ -66,28 +68,26 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, nonneg: list[bool], c: float = 1.
 
 def top_k_with_floor(tables: np.ndarray, columns: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Per query text, the ``k`` most similar table and column chunks keep their similarity and
-    every other chunk gets the row's floor (the smallest kept one - 0.05): what the retriever
-    builds from the vector store's top-``k`` hits (``SchemaRetriever._dense_scores``)."""
+    every other chunk gets the row's floor (the smallest kept one - ``FLOOR_MARGIN``): what the
+    retriever builds from the vector store's top-``k`` hits (``SchemaRetriever._dense_scores``)."""
     both = np.concatenate([tables, columns], axis=1)
     out = both.copy()
     k = min(k, both.shape[1])
     for r in range(both.shape[0]):
         keep = np.argpartition(-both[r], k - 1)[:k]
-        out[r].fill(both[r, keep].min() - 0.05)
+        out[r].fill(both[r, keep].min() - FLOOR_MARGIN)
         out[r, keep] = both[r, keep]
     return out[:, :tables.shape[1]], out[:, tables.shape[1]:]
 
 
 def as_retrieved(seg_tables: np.ndarray, seg_columns: np.ndarray, ent_tables: np.ndarray, ent_columns: np.ndarray,
-                 k: int):  # type: ignore[no-untyped-def]
+                 k: int) -> DenseScores:
     """Exact similarities cut to what retrieval sees (:func:`top_k_with_floor`), as ``DenseScores``.
 
     The models are fitted on these, not on the exact similarities of every chunk: a chunk outside
     the top ``k`` reaches them only as the floor, and a model fitted on exact values over-trusts
     the second-best columns of a big table it will never see.
     """
-    from nl2sql_assets.retrieval.ranking import DenseScores
-
     tables, columns = top_k_with_floor(seg_tables, seg_columns, k)
     entities = top_k_with_floor(ent_tables, ent_columns, k)[1] if ent_columns.shape[0] else ent_columns
     return DenseScores(tables=tables, columns=columns, entities=entities)

@@ -332,6 +332,18 @@ class SearchHit(StoredChunk):
     score: float
 
 
+_GENERATION_MARK = "#g"
+
+
+def record_id(chunk_id: str, generation: int) -> str:
+    """The storage id of a chunk rewritten while its old record is still visible to readers.
+
+    >>> record_id("shop:v1:column:orders.total", 7)
+    'shop:v1:column:orders.total#g7'
+    """
+    return f"{chunk_id}{_GENERATION_MARK}{generation}"
+
+
 class ChunkScore(BaseModel):
     """A stored record's id and its similarity to the query, without the chunk: what a caller that
     knows the chunks already (the retriever, from the snapshot) needs of a search.
@@ -354,7 +366,7 @@ class ChunkScore(BaseModel):
         >>> ChunkScore(record_id="shop:v1:table:orders", score=0.5).chunk_id
         'shop:v1:table:orders'
         """
-        head, sep, tail = self.record_id.rpartition("#g")
+        head, sep, tail = self.record_id.rpartition(_GENERATION_MARK)
         return head if sep and tail.isdigit() else self.record_id
 
 

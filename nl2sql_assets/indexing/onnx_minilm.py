@@ -247,7 +247,7 @@ def plan_batches(sorted_lengths: list[int], batch_size: int, *,
     [(0, 1), (1, 3), (3, 5)]
     """
     n = len(sorted_lengths)
-    best = [0] + [0] * n
+    best = [0] * (n + 1)
     cut = [0] * (n + 1)
     for stop in range(1, n + 1):
         longest = sorted_lengths[stop - 1]

@@ -67,6 +67,7 @@ from nl2sql_assets.indexing.models import (
     SearchHit,
     StoredChunk,
     chunks_digest,
+    record_id,
 )
 
 if TYPE_CHECKING:
@@ -506,7 +507,7 @@ class ChromaVectorStore:
                 batch = to_write[start:start + self.write_batch_size]
                 vectors, counts = self._vectors_for(coll, [c.get_page_content() for c in batch], doc_source)
                 embedded, from_cache, reused = embedded + counts[0], from_cache + counts[1], reused + counts[2]
-                ids = [c.id if c.id not in occupied else f"{c.id}#g{new_gen}" for c in batch]
+                ids = [c.id if c.id not in occupied else record_id(c.id, new_gen) for c in batch]
                 metas: list[dict[str, MetadataValue]] = []
                 for c in batch:
                     meta = c.get_metadata()

@@ -45,7 +45,7 @@ _QUOTED_RE = re.compile(r"(?<!\w)'((?:[^'\n]|'(?=\w)){1,80}?)'(?!\w)|\"([^\"\n]{
 _POSSESSIVE_RE = re.compile(r"['’]s?(?=\s|$)")
 _CONNECTORS = frozenset("of de di da von van the and la le du del &".split())
 _CAPITALIZED_RE = re.compile(
-    r"\b([A-Z][\w'.&-]*(?:\s+(?:of|de|di|da|von|van|the|and|la|le|du|del|&)?\s*[A-Z][\w'.&-]*)*)")
+    r"\b([A-Z][\w'.&-]*(?:\s+(?:" + "|".join(sorted(map(re.escape, _CONNECTORS))) + r")?\s*[A-Z][\w'.&-]*)*)")
 _SENTENCE_RE = re.compile(r"(?<=[.?!])\s+")
 _CLAUSE_RE = re.compile(r"[;\n]+")
 _IDENT_RE = re.compile(r"[A-Za-z_][\w$]*")

@@ -71,6 +71,9 @@ class LinearModel:
 
 
 DEGREE_CAP = 4.0
+#: a chunk the vector store did not return for a query text holds the row's floor: this much below
+#: the text's weakest returned hit (the retriever builds it so, and the fit reproduces it)
+FLOOR_MARGIN = 0.05
 VALUE_HIT_WEIGHT = 3.0  # by hand: see the module docstring
 
 # Fitted weights (logistic regression, L2, C=1, out-of-fold stacking), as printed by

@@ -505,7 +505,7 @@ class SchemaRetriever:
         rows_c = np.zeros((len(hits), n_columns), dtype=np.float64)
         found = 0
         for r, row_hits in enumerate(hits):
-            floor = min((h.score for h in row_hits), default=0.0) - 0.05
+            floor = min((h.score for h in row_hits), default=0.0) - ranking.FLOOR_MARGIN
             rows_t[r].fill(floor)
             rows_c[r].fill(floor)
             for h in row_hits:
