@@ -56,6 +56,11 @@ _DATE_WORDS = frozenset({"date", "year", "season", "birthday", "dob", "time", "d
 _YEAR_WORDS = frozenset({"year", "season", "yr"})
 _TIME_WORDS = frozenset({"time", "duration", "elapsed", "millisecond", "milliseconds", "hour", "minute", "second",
                          "seconds"})
+# a column holds people's names when its name says so: a word that is a person-name part, or
+# "name" beside a qualifier of one ("first_name", "DisplayName") or a role ("player_name")
+_PERSON_NAME_WORDS = frozenset({"forename", "surname", "firstname", "lastname", "fullname", "nickname", "displayname"})
+_PERSON_NAME_QUALIFIERS = frozenset("""first last full display given family middle nick player user member driver
+customer client employee student author person owner patient""".split())
 _DATE_FAMILIES = frozenset({"date", "datetime"})
 _TEXT_FAMILIES = frozenset({"text", "other", "json", "uuid"})
 
@@ -89,6 +94,20 @@ def words(text: str, *, drop_stopwords: bool = True) -> list[str]:
             continue
         out.append(stem(w))
     return out
+
+
+def is_person_name_column(name: str) -> bool:
+    """Whether a column's name says it holds people's names (the type is checked elsewhere).
+
+    >>> [is_person_name_column(n) for n in ("surname", "first_name", "DisplayName", "player_name")]
+    [True, True, True, True]
+    >>> [is_person_name_column(n) for n in ("name", "team_long_name", "circuitRef", "username")]
+    [False, False, False, False]
+    """
+    name_words = set(words(name, drop_stopwords=False))
+    if name_words & _PERSON_NAME_WORDS:
+        return True
+    return "name" in name_words and bool(name_words & _PERSON_NAME_QUALIFIERS)
 
 
 def _is_subsequence(short: str, long: str) -> bool:
@@ -238,7 +257,7 @@ class LexicalIndex:
         self.tables: list[_Item] = []
         self.columns: list[_Item] = []
         self.column_table: list[int] = []
-        col_flags: list[tuple[float, float, float, float, float]] = []
+        col_flags: list[tuple[float, float, float, float, float, float]] = []
         for ti, table in enumerate(snapshot.tables):
             desc = " ".join(filter(None, [table.text]))
             self.tables.append(_Item(table.name, tuple(words(table.name, drop_stopwords=False)),
@@ -258,9 +277,12 @@ class LexicalIndex:
                 is_time = family in ("time", "datetime", "interval") or bool(name_words & _TIME_WORDS)
                 is_text = family in _TEXT_FAMILIES
                 is_name = is_text and any(w.endswith("name") for w in name_words)
-                col_flags.append((float(is_date), float(is_year), float(is_time), float(is_text), float(is_name)))
-        # per column: date, year, time, text, name (a text column called a name: where proper nouns live)
-        self.flags = np.array(col_flags, dtype=np.float32).reshape(-1, 5)
+                is_person = is_text and is_person_name_column(col.name)
+                col_flags.append((float(is_date), float(is_year), float(is_time), float(is_text), float(is_name),
+                                  float(is_person)))
+        # per column: date, year, time, text, name (a text column called a name: where proper nouns
+        # live), person (a text column of people's names)
+        self.flags = np.array(col_flags, dtype=np.float32).reshape(-1, 6)
         self.column_table_arr = np.array(self.column_table, dtype=np.int64)
         n_docs = len(self.columns) + len(self.tables)
         df: Counter[str] = Counter()

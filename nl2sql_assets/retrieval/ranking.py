@@ -20,9 +20,10 @@ threshold, so a clear question gets one or two tables and a vague one more.
 
 The weights were fitted once with logistic regression on BIRD dev, on features that describe no
 particular database (similarities, word coverage, mentions, literal types such as a year or a
-proper noun against date or name columns, each entity's nearest text column, capped graph
-degree), each stage on out-of-fold outputs of the stages before it, and on similarities cut to
-each query text's top ``dense_k`` chunks as the vector store returns them;
+proper noun against date or name columns, each entity's nearest text column, a person-like
+entity against columns of people's names, capped graph degree), each stage on out-of-fold
+outputs of the stages before it, and on similarities cut to each query text's top ``dense_k``
+chunks as the vector store returns them;
 ``benchmarks/fit_ranking_weights.py`` does the fit and reports
 leave-one-database-out figures, and the default cut-offs in ``RetrieverConfig`` are the ones that
 spend 3.0 tables and 25% of the columns on the held-out databases. The weight of ``value_hit``
@@ -32,7 +33,7 @@ so no data could fit it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -42,12 +43,13 @@ from nl2sql_assets.retrieval.lexical import LexicalIndex, QueryTerms
 COLUMN_FEATURES = (
     "dense_max", "dense_question", "dense_rank", "name_cov", "desc_cov", "mention", "is_pk", "is_join_key",
     "qualified", "mention_unique", "name_cov_unique", "entity_sim", "entity_rank", "year_match",
-    "date_match", "time_match", "value_hit", "entity_name", "entity_home",
+    "date_match", "time_match", "value_hit", "entity_name", "entity_home", "entity_person",
 )
 TABLE_FEATURES = (
     "dense_max", "dense_question", "name_cov", "mention", "coverage", "col_max", "col_second", "mentions",
     "col_rank", "col_gap", "qualified", "mention_unique", "name_cov_unique", "entity_sim", "entity_rank",
     "year_match", "date_match", "time_match", "value_hit", "degree", "out_degree", "log_columns", "entity_home",
+    "entity_person",
 )
 CONTEXT_FEATURES = ("logit", "gap", "rank", "neighbour_max", "neighbour_sum", "between_top2", "residual_cov",
                     "residual_name")
@@ -78,10 +80,10 @@ VALUE_HIT_WEIGHT = 3.0  # by hand: see the module docstring
 
 # Fitted weights (logistic regression, L2, C=1, out-of-fold stacking), as printed by
 # benchmarks/fit_ranking_weights.py.
-COLUMN_MODEL = LinearModel(weights=(0.0000, 2.7978, 2.4606, 0.2268, 0.1458, 0.0000, 1.3951, 2.2378, 4.2226, 3.0924, 1.8639, 0.6014, 0.0000, 0.6155, 1.2338, 0.0259, 0.0000, 1.5446, 0.0000,), bias=-5.9814)
-TABLE_MODEL = LinearModel(weights=(0.0000, 0.0000, 1.8529, 0.0000, 2.3252, 0.0000, 0.2901, 0.0000, 1.5677, 0.1236, 2.1077, 1.3383, 0.9524, 0.0395, 0.0000, 0.0190, 0.0000, 0.0000, 0.0000, 0.3159, -0.1618, -0.1835, 0.6325,), bias=-3.0218)
-CONTEXT_MODEL = LinearModel(weights=(0.0000, 0.0000, 3.1468, 1.7889, -1.0898, 1.8775, 4.5054, 0.5950, 0.0000, 0.0000, 1.4687, 0.0370, 1.0239, 0.0000, 0.2219, 0.0000, 0.7669, 0.1505, 2.1143, 1.1872, 0.6167, 0.0000, 0.0000, 0.1360, 0.0000, 0.0000, 0.0000, 0.4362, -0.2002, -0.2990, 0.4878,), bias=-4.3060)
-WITHIN_MODEL = LinearModel(weights=(0.0000, 0.0921, 1.2954, 0.0000, -0.1974, 0.0000, 0.2264, 0.0004, 0.6505, 0.1458, 0.1987, 0.9456, 2.5883, 1.2769, 2.1999, 0.0000, 0.6684, 0.0000, 0.7169, 1.5651, 0.0000, 0.0000, 1.1397, 0.0000, 0.5039, 0.8199, 1.4704, 0.0000, 0.3038, 0.3816, 4.1118,), bias=-3.9238)
+COLUMN_MODEL = LinearModel(weights=(0.0000, 2.8824, 2.4454, 0.2330, 0.2221, 0.0000, 1.3974, 2.2423, 4.2836, 3.1351, 1.8322, 0.5156, 0.0000, 0.6142, 1.2404, 0.0210, 0.0000, 1.2332, 0.0000, 21.0337,), bias=-6.0027)
+TABLE_MODEL = LinearModel(weights=(0.0000, 0.0000, 1.8884, 0.0000, 2.2820, 0.0000, 0.2629, 0.0000, 1.6254, 0.1235, 2.1686, 1.3943, 0.9673, 0.1810, 0.0000, 0.0251, 0.0000, 0.0000, 0.0000, 0.2798, -0.1521, -0.1879, 0.5084, 7.7478,), bias=-3.0714)
+CONTEXT_MODEL = LinearModel(weights=(0.0000, 0.0000, 2.9247, 2.1102, -1.3466, 1.9371, 4.7144, 0.4378, 0.0000, 0.0000, 1.5677, 0.0223, 1.0036, 0.0000, 0.2142, 0.0000, 0.9417, 0.1477, 2.2122, 1.2485, 0.6788, 0.0000, 0.0000, 0.1363, 0.0000, 0.0000, 0.0000, 0.4485, -0.1989, -0.3054, 0.3693, 13.2298,), bias=-4.4359)
+WITHIN_MODEL = LinearModel(weights=(0.0000, 0.0742, 1.4436, 0.0000, -0.1906, 0.0000, 0.4067, 0.0000, 0.7130, 0.2832, 0.2611, 0.9554, 2.6254, 1.2037, 2.0672, 0.0000, 0.6197, 0.0000, 0.7243, 1.5902, 0.0000, 0.0000, 0.7873, 0.0000, 16.8849, 0.4573, 0.8644, 1.3588, 0.0000, 0.4380, 0.2770, 4.1808,), bias=-4.1179)
 
 
 @dataclass(frozen=True)
@@ -90,11 +92,14 @@ class DenseScores:
 
     ``tables`` is (segments, n_tables), ``columns`` (segments, n_columns) and ``entities``
     (entities, n_columns); a chunk the vector store did not return holds the row's floor.
+    ``entity_person`` is, per entity, how much it looks like a person's name
+    (:class:`~nl2sql_assets.retrieval.entity_kinds.PersonScorer`).
     """
 
     tables: np.ndarray
     columns: np.ndarray
     entities: np.ndarray
+    entity_person: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 @dataclass(frozen=True)
@@ -198,7 +203,7 @@ def column_features(index: SchemaIndex, terms: QueryTerms, dense: DenseScores) -
         index.is_pk, index.is_join_key, feats["qualified"], feats["mention"] * uniq, feats["name_cov"] * uniq,
         ent, ent_rank, float(terms.has_year) * lex.flags[:, 1], float(terms.has_date) * lex.flags[:, 0],
         float(terms.has_time) * lex.flags[:, 2], feats["value_hit"], float(bool(terms.entities)) * lex.flags[:, 4],
-        home,
+        home, float(dense.entity_person.max(initial=0.0)) * lex.flags[:, 5],
     ]).astype(np.float64)
 
 
@@ -233,6 +238,7 @@ def table_features(index: SchemaIndex, terms: QueryTerms, dense: DenseScores, co
         dense_max, dense_q, tfeats["name_cov"], tfeats["mention"], tfeats["coverage"], col_max, col_second,
         np.minimum(mentions, 3.0), col_rank, gap, *extra, index.degree, index.out_degree, index.log_columns,
         _table_max(col_x[:, COLUMN_FEATURES.index("entity_home")], table_of, n_tables),
+        _table_max(col_x[:, COLUMN_FEATURES.index("entity_person")], table_of, n_tables),
     ]).astype(np.float64)
 
 

@@ -18,10 +18,11 @@ from nl2sql_assets.indexing.orchestrator import index_datasource
 from nl2sql_assets.indexing.vector_store import build_vector_store
 from nl2sql_assets.retrieval.models import RetrievalRequest
 from nl2sql_assets.retrieval.retriever import SchemaRetriever
+from nl2sql_assets.schema.models import Column, DatasourceInfo, ForeignKey, SchemaSnapshot, Table
 from nl2sql_assets.schema.store import build_schema_store
 from tests.chroma_server import free_port
 from tests.chunk_samples import model_provider  # noqa: F401 - fixture
-from tests.retrieval_samples import World, generated_snapshot
+from tests.retrieval_samples import CAPTURED, World, generated_snapshot
 
 pytestmark = pytest.mark.slow
 GOLD = Path(__file__).parents[2] / "benchmarks" / "gold" / "demo_questions.jsonl"
@@ -135,5 +136,44 @@ def test_generated_schema_end_to_end_finds_the_bridge(tmp_path: Path, model_prov
                     linked |= {rel.from_table, rel.to_table}
         assert linked == set(names)
         assert all(by_name[t.name].column(c) is not None for t in result.tables for c in t.columns)
+    finally:
+        world.close()
+
+
+def racing_snapshot() -> SchemaSnapshot:
+    """Drivers, races, results, circuits and constructors: where a racer's name lives is the question."""
+    def table(name: str, columns: list[tuple[str, str]], pk: str, fks: dict[str, str] | None = None) -> Table:
+        keys = [ForeignKey(columns=[c], ref_table=r, ref_columns=[c]) for c, r in (fks or {}).items()]
+        return Table(name=name, primary_key=[pk], columns=[Column(name=c, type_family=f) for c, f in columns],
+                     foreign_keys=keys)
+    tables = [
+        table("circuits", [("circuitId", "integer"), ("circuitRef", "text"), ("name", "text"), ("location", "text"),
+                           ("country", "text")], "circuitId"),
+        table("races", [("raceId", "integer"), ("year", "integer"), ("round", "integer"), ("circuitId", "integer"),
+                        ("name", "text"), ("date", "date")], "raceId", {"circuitId": "circuits"}),
+        table("drivers", [("driverId", "integer"), ("driverRef", "text"), ("forename", "text"), ("surname", "text"),
+                          ("nationality", "text")], "driverId"),
+        table("constructors", [("constructorId", "integer"), ("name", "text"), ("nationality", "text")],
+              "constructorId"),
+        table("results", [("resultId", "integer"), ("raceId", "integer"), ("driverId", "integer"),
+                          ("constructorId", "integer"), ("position", "integer"), ("points", "float"),
+                          ("laps", "integer")],
+              "resultId", {"raceId": "races", "driverId": "drivers", "constructorId": "constructors"}),
+    ]
+    return SchemaSnapshot.create(DatasourceInfo(id="racing", dialect="sqlite"), tables, CAPTURED)
+
+
+def test_a_persons_name_brings_the_table_of_peoples_names(tmp_path: Path, model_provider: object) -> None:  # noqa: F811
+    """Nothing in "Eddie Irvine" says drivers: the entity looks like a person's name, and drivers
+    holds forenames and surnames."""
+    world = World(tmp_path / "w", model_provider)
+    try:
+        world.add(racing_snapshot())
+        result = world.retriever().retrieve("What is Eddie Irvine's average points scored in year 2000?",
+                                            datasource="racing")
+        names = {t.name for t in result.tables}
+        assert {"drivers", "results", "races"} <= names, names
+        drivers = next(t for t in result.tables if t.name == "drivers")
+        assert {"forename", "surname"} & set(drivers.columns)
     finally:
         world.close()

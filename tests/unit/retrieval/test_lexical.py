@@ -119,6 +119,24 @@ def test_name_flag_marks_text_columns_called_a_name() -> None:
     assert is_name == {"forename": 1.0, "surname": 1.0, "AdmLName1": 1.0, "nationality": 0.0, "name_length": 0.0}
 
 
+def test_person_flag_marks_text_columns_of_peoples_names() -> None:
+    """Name parts and a name beside a person's role; not every name (a team's, a product's), not a
+    number, not a login."""
+    snap = SchemaSnapshot.create(DatasourceInfo(id="people", dialect="sqlite"), [Table(name="t", columns=[
+        Column(name="forename", type_family="text"),
+        Column(name="last_name", type_family="text"),
+        Column(name="OwnerDisplayName", type_family="text"),
+        Column(name="player_name", type_family="text"),
+        Column(name="team_long_name", type_family="text"),
+        Column(name="name", type_family="text"),
+        Column(name="username", type_family="text"),
+        Column(name="surname_length", type_family="integer"),
+    ])], CAPTURED)
+    index = LexicalIndex(snap)
+    is_person = {c.name for i, c in enumerate(index.columns) if index.flags[i, 5]}
+    assert is_person == {"forename", "last_name", "OwnerDisplayName", "player_name"}
+
+
 def test_residual_coverage_is_what_a_second_table_explains_beyond_the_first() -> None:
     index = LexicalIndex(schools())
     names = [t.name for t in index.tables]

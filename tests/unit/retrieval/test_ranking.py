@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from nl2sql_assets.retrieval import ranking
 from nl2sql_assets.retrieval.lexical import build_query_terms
@@ -213,3 +214,32 @@ def test_each_entity_credits_the_text_column_most_like_it() -> None:
     unseen = ranking.score_schema(index, terms, ranking.DenseScores(tables=plain.tables, columns=plain.columns,
                                                                     entities=floor))
     assert not unseen.column_features[:, j].any()
+
+
+def test_a_person_like_entity_points_to_the_columns_of_peoples_names() -> None:
+    """"Eddie Irvine" is a person: the table with first and last names gains; a product's name,
+    a company name and a city do not; the same entity scored as no person changes nothing."""
+    snap = shop()
+    index = ranking.build_schema_index(snap)
+    tables = [t.name for t in snap.tables]
+    cols = [f"{index.lexical.tables[index.lexical.column_table[ci]].name}.{c.name}"
+            for ci, c in enumerate(index.lexical.columns)]
+    terms = build_query_terms("Total of the orders Eddie Irvine placed")
+    assert terms.entities == ("Eddie Irvine",)
+    plain = dense_for(index, snap, {"orders": 0.6, "orders.total": 0.6})
+    entities = np.full((1, len(cols)), 0.05)
+
+    def score(person: float) -> ranking.SchemaScores:
+        return ranking.score_schema(index, terms, ranking.DenseScores(
+            tables=plain.tables, columns=plain.columns, entities=entities, entity_person=np.array([person])))
+
+    j = ranking.COLUMN_FEATURES.index("entity_person")
+    person, nobody = score(0.2), score(0.0)
+    assert {cols[ci] for ci in np.flatnonzero(person.column_features[:, j])} == {
+        "customers.first_name", "customers.last_name"}
+    assert not nobody.column_features[:, j].any()
+    t = ranking.TABLE_FEATURES.index("entity_person")
+    assert person.table_features[tables.index("customers"), t] == pytest.approx(0.2)
+    assert person.table_prob[tables.index("customers")] > nobody.table_prob[tables.index("customers")]
+    for other in ("products", "suppliers"):
+        assert person.table_prob[tables.index(other)] == pytest.approx(nobody.table_prob[tables.index(other)], abs=0.02)
