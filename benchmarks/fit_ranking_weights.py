@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from nl2sql_assets.retrieval.entity_kinds import EntityKinds
 from nl2sql_assets.retrieval.ranking import FLOOR_MARGIN, DenseScores
 
 FOLDS = 3  # database-grouped folds for out-of-fold stacking
@@ -81,7 +82,7 @@ def top_k_with_floor(tables: np.ndarray, columns: np.ndarray, k: int) -> tuple[n
 
 
 def as_retrieved(seg_tables: np.ndarray, seg_columns: np.ndarray, ent_tables: np.ndarray, ent_columns: np.ndarray,
-                 k: int, entity_person: np.ndarray | None = None) -> DenseScores:
+                 k: int, kinds: EntityKinds | None = None) -> DenseScores:
     """Exact similarities cut to what retrieval sees (:func:`top_k_with_floor`), as ``DenseScores``.
 
     The models are fitted on these, not on the exact similarities of every chunk: a chunk outside
@@ -90,8 +91,7 @@ def as_retrieved(seg_tables: np.ndarray, seg_columns: np.ndarray, ent_tables: np
     """
     tables, columns = top_k_with_floor(seg_tables, seg_columns, k)
     entities = top_k_with_floor(ent_tables, ent_columns, k)[1] if ent_columns.shape[0] else ent_columns
-    return DenseScores(tables=tables, columns=columns, entities=entities,
-                       entity_person=np.zeros(0) if entity_person is None else entity_person)
+    return DenseScores(tables=tables, columns=columns, entities=entities, kinds=kinds or EntityKinds.none())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     from nl2sql_assets.indexing.chunk_builder import build_chunks
     from nl2sql_assets.indexing.embeddings import build_embedding_service
     from nl2sql_assets.retrieval import ranking as R
-    from nl2sql_assets.retrieval.entity_kinds import PersonScorer
+    from nl2sql_assets.retrieval.entity_kinds import EntityKindScorer
     from nl2sql_assets.retrieval.lexical import build_query_terms
     from nl2sql_assets.retrieval.models import RetrieverConfig
     from nl2sql_assets.schema.store import build_schema_store
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings.from_env()
     store = build_schema_store(settings)
     embed = build_embedding_service(settings)
-    person = PersonScorer(embed.embed_queries)
+    kinds = EntityKindScorer(embed.embed_queries)
     questions = [json.loads(line) for line in (args.dataset / "questions.jsonl").read_text().splitlines() if line]
     dbs: dict[str, dict[str, object]] = {}
     for ds in store.list_datasources():
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         ent = (embed.embed_documents(list(terms.entities)).vectors if terms.entities
                else np.zeros((0, seg.shape[1]), np.float32))
         dense = as_retrieved(seg @ d["tv"].T, seg @ d["cv"].T, ent @ d["tv"].T, ent @ d["cv"].T,  # type: ignore[union-attr]
-                             RetrieverConfig().dense_k, person.scores(ent))
+                             RetrieverConfig().dense_k, kinds.scores(ent))
         rows.append({"db": q["db_id"].lower(), "d": d, "terms": terms, "dense": dense,
                      "cx": R.column_features(d["index"], terms, dense),  # type: ignore[arg-type]
                      "cy": np.array([k in {g.lower() for g in q["gold_columns"]} for k in d["keys"]], float),  # type: ignore[union-attr]

@@ -61,6 +61,9 @@ _TIME_WORDS = frozenset({"time", "duration", "elapsed", "millisecond", "millisec
 _PERSON_NAME_WORDS = frozenset({"forename", "surname", "firstname", "lastname", "fullname", "nickname", "displayname"})
 _PERSON_NAME_QUALIFIERS = frozenset("""first last full display given family middle nick player user member driver
 customer client employee student author person owner patient""".split())
+# a column holds places when its name or description says so
+_PLACE_WORDS = frozenset("""city country region district state county location address town province nation place
+hometown continent territory municipality""".split())
 _DATE_FAMILIES = frozenset({"date", "datetime"})
 _TEXT_FAMILIES = frozenset({"text", "other", "json", "uuid"})
 
@@ -257,7 +260,7 @@ class LexicalIndex:
         self.tables: list[_Item] = []
         self.columns: list[_Item] = []
         self.column_table: list[int] = []
-        col_flags: list[tuple[float, float, float, float, float, float]] = []
+        col_flags: list[tuple[float, ...]] = []
         for ti, table in enumerate(snapshot.tables):
             desc = " ".join(filter(None, [table.text]))
             self.tables.append(_Item(table.name, tuple(words(table.name, drop_stopwords=False)),
@@ -267,8 +270,8 @@ class LexicalIndex:
                 values: frozenset[str] = frozenset()
                 if col.stats is not None and not col.pii:
                     values = frozenset(v.strip().lower() for v in col.stats.top_values if v and v.strip())
-                self.columns.append(_Item(col.name, tuple(words(col.name, drop_stopwords=False)),
-                                          frozenset(words(desc)), values))
+                item = _Item(col.name, tuple(words(col.name, drop_stopwords=False)), frozenset(words(desc)), values)
+                self.columns.append(item)
                 self.column_table.append(ti)
                 name_words = set(words(col.name, drop_stopwords=False)) | set(words(col.text or ""))
                 family = col.type_family
@@ -278,11 +281,12 @@ class LexicalIndex:
                 is_text = family in _TEXT_FAMILIES
                 is_name = is_text and any(w.endswith("name") for w in name_words)
                 is_person = is_text and is_person_name_column(col.name)
+                is_place = is_text and not _PLACE_WORDS.isdisjoint({*item.name_words, *item.desc_words})
                 col_flags.append((float(is_date), float(is_year), float(is_time), float(is_text), float(is_name),
-                                  float(is_person)))
+                                  float(is_person), float(is_place)))
         # per column: date, year, time, text, name (a text column called a name: where proper nouns
-        # live), person (a text column of people's names)
-        self.flags = np.array(col_flags, dtype=np.float32).reshape(-1, 6)
+        # live), person (a text column of people's names), place (a text column of places)
+        self.flags = np.array(col_flags, dtype=np.float32).reshape(-1, 7)
         self.column_table_arr = np.array(self.column_table, dtype=np.int64)
         n_docs = len(self.columns) + len(self.tables)
         df: Counter[str] = Counter()

@@ -119,9 +119,9 @@ class RetrieverConfig(_Frozen):
         cache_size: (datasource, version) indexes kept in memory.
     """
 
-    table_threshold: float = Field(default=0.0756, ge=0.0, le=1.0)
+    table_threshold: float = Field(default=0.0768, ge=0.0, le=1.0)
     max_tables: int = Field(default=5, ge=1)
-    column_cost: float = Field(default=2.943, ge=0.0)
+    column_cost: float = Field(default=2.99, ge=0.0)
     min_columns_per_table: int = Field(default=1, ge=0)
     small_schema_columns: int = Field(default=0, ge=0)
     dense_k: int = Field(default=60, ge=1)

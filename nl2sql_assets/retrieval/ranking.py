@@ -20,8 +20,8 @@ threshold, so a clear question gets one or two tables and a vague one more.
 
 The weights were fitted once with logistic regression on BIRD dev, on features that describe no
 particular database (similarities, word coverage, mentions, literal types such as a year or a
-proper noun against date or name columns, each entity's nearest text column, a person-like
-entity against columns of people's names, capped graph degree), each stage on out-of-fold
+proper noun against date or name columns, each entity's nearest text column, a person-like or
+place-like entity against columns of people's names or of places, capped graph degree), each stage on out-of-fold
 outputs of the stages before it, and on similarities cut to each query text's top ``dense_k``
 chunks as the vector store returns them;
 ``benchmarks/fit_ranking_weights.py`` does the fit and reports
@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from nl2sql_assets.retrieval.entity_kinds import EntityKinds
 from nl2sql_assets.retrieval.join_paths import JoinGraph
 from nl2sql_assets.retrieval.lexical import LexicalIndex, QueryTerms
 
@@ -44,12 +45,13 @@ COLUMN_FEATURES = (
     "dense_max", "dense_question", "dense_rank", "name_cov", "desc_cov", "mention", "is_pk", "is_join_key",
     "qualified", "mention_unique", "name_cov_unique", "entity_sim", "entity_rank", "year_match",
     "date_match", "time_match", "value_hit", "entity_name", "entity_home", "entity_person",
+    "entity_place",
 )
 TABLE_FEATURES = (
     "dense_max", "dense_question", "name_cov", "mention", "coverage", "col_max", "col_second", "mentions",
     "col_rank", "col_gap", "qualified", "mention_unique", "name_cov_unique", "entity_sim", "entity_rank",
     "year_match", "date_match", "time_match", "value_hit", "degree", "out_degree", "log_columns", "entity_home",
-    "entity_person",
+    "entity_person", "entity_place",
 )
 CONTEXT_FEATURES = ("logit", "gap", "rank", "neighbour_max", "neighbour_sum", "between_top2", "residual_cov",
                     "residual_name")
@@ -80,10 +82,10 @@ VALUE_HIT_WEIGHT = 3.0  # by hand: see the module docstring
 
 # Fitted weights (logistic regression, L2, C=1, out-of-fold stacking), as printed by
 # benchmarks/fit_ranking_weights.py.
-COLUMN_MODEL = LinearModel(weights=(0.0000, 2.8824, 2.4454, 0.2330, 0.2221, 0.0000, 1.3974, 2.2423, 4.2836, 3.1351, 1.8322, 0.5156, 0.0000, 0.6142, 1.2404, 0.0210, 0.0000, 1.2332, 0.0000, 21.0337,), bias=-6.0027)
-TABLE_MODEL = LinearModel(weights=(0.0000, 0.0000, 1.8884, 0.0000, 2.2820, 0.0000, 0.2629, 0.0000, 1.6254, 0.1235, 2.1686, 1.3943, 0.9673, 0.1810, 0.0000, 0.0251, 0.0000, 0.0000, 0.0000, 0.2798, -0.1521, -0.1879, 0.5084, 7.7478,), bias=-3.0714)
-CONTEXT_MODEL = LinearModel(weights=(0.0000, 0.0000, 2.9247, 2.1102, -1.3466, 1.9371, 4.7144, 0.4378, 0.0000, 0.0000, 1.5677, 0.0223, 1.0036, 0.0000, 0.2142, 0.0000, 0.9417, 0.1477, 2.2122, 1.2485, 0.6788, 0.0000, 0.0000, 0.1363, 0.0000, 0.0000, 0.0000, 0.4485, -0.1989, -0.3054, 0.3693, 13.2298,), bias=-4.4359)
-WITHIN_MODEL = LinearModel(weights=(0.0000, 0.0742, 1.4436, 0.0000, -0.1906, 0.0000, 0.4067, 0.0000, 0.7130, 0.2832, 0.2611, 0.9554, 2.6254, 1.2037, 2.0672, 0.0000, 0.6197, 0.0000, 0.7243, 1.5902, 0.0000, 0.0000, 0.7873, 0.0000, 16.8849, 0.4573, 0.8644, 1.3588, 0.0000, 0.4380, 0.2770, 4.1808,), bias=-4.1179)
+COLUMN_MODEL = LinearModel(weights=(0.0000, 2.8857, 2.4509, 0.2367, 0.1852, 0.0000, 1.4010, 2.2467, 4.2923, 3.1202, 1.8354, 0.3641, 0.0000, 0.6228, 1.2448, 0.0237, 0.0000, 1.2397, 0.0000, 21.1425, 2.0809,), bias=-6.0086)
+TABLE_MODEL = LinearModel(weights=(0.0000, 0.0000, 1.9120, 0.0000, 2.3016, 0.0000, 0.2589, 0.0000, 1.5933, 0.1244, 2.1617, 1.4715, 0.9293, 0.0000, 0.0000, 0.0253, 0.0000, 0.0000, 0.0000, 0.2972, -0.1335, -0.2276, 0.5021, 8.0318, 4.7477,), bias=-3.0659)
+CONTEXT_MODEL = LinearModel(weights=(0.0000, 0.0000, 2.9165, 2.0942, -1.3336, 1.9362, 4.7185, 0.3902, 0.0000, 0.0000, 1.6000, 0.0082, 0.9942, 0.0000, 0.2111, 0.0000, 0.9040, 0.1497, 2.2055, 1.3401, 0.6376, 0.0000, 0.0000, 0.1442, 0.0000, 0.0000, 0.0000, 0.4695, -0.1814, -0.3528, 0.3331, 13.4586, 4.0992,), bias=-4.4180)
+WITHIN_MODEL = LinearModel(weights=(0.0000, 0.0724, 1.3650, 0.0000, -0.1899, 0.0000, 0.4227, 0.0000, 0.7369, 0.2489, 0.2371, 0.9744, 2.6449, 1.2360, 2.0984, 0.0000, 0.4575, 0.0000, 0.7356, 1.6083, 0.0000, 0.0000, 0.8096, 0.0000, 17.1981, 1.8379, 0.4762, 0.8902, 1.3637, 0.0000, 0.4559, 0.2657, 4.1549,), bias=-4.1415)
 
 
 @dataclass(frozen=True)
@@ -92,14 +94,14 @@ class DenseScores:
 
     ``tables`` is (segments, n_tables), ``columns`` (segments, n_columns) and ``entities``
     (entities, n_columns); a chunk the vector store did not return holds the row's floor.
-    ``entity_person`` is, per entity, how much it looks like a person's name
-    (:class:`~nl2sql_assets.retrieval.entity_kinds.PersonScorer`).
+    ``kinds`` says, per entity, how much it looks like a person's name and like a place
+    (:class:`~nl2sql_assets.retrieval.entity_kinds.EntityKindScorer`).
     """
 
     tables: np.ndarray
     columns: np.ndarray
     entities: np.ndarray
-    entity_person: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    kinds: EntityKinds = field(default_factory=EntityKinds.none)
 
 
 @dataclass(frozen=True)
@@ -203,7 +205,8 @@ def column_features(index: SchemaIndex, terms: QueryTerms, dense: DenseScores) -
         index.is_pk, index.is_join_key, feats["qualified"], feats["mention"] * uniq, feats["name_cov"] * uniq,
         ent, ent_rank, float(terms.has_year) * lex.flags[:, 1], float(terms.has_date) * lex.flags[:, 0],
         float(terms.has_time) * lex.flags[:, 2], feats["value_hit"], float(bool(terms.entities)) * lex.flags[:, 4],
-        home, float(dense.entity_person.max(initial=0.0)) * lex.flags[:, 5],
+        home, float(dense.kinds.person.max(initial=0.0)) * lex.flags[:, 5],
+        float(dense.kinds.place.max(initial=0.0)) * lex.flags[:, 6],
     ]).astype(np.float64)
 
 
@@ -239,6 +242,7 @@ def table_features(index: SchemaIndex, terms: QueryTerms, dense: DenseScores, co
         np.minimum(mentions, 3.0), col_rank, gap, *extra, index.degree, index.out_degree, index.log_columns,
         _table_max(col_x[:, COLUMN_FEATURES.index("entity_home")], table_of, n_tables),
         _table_max(col_x[:, COLUMN_FEATURES.index("entity_person")], table_of, n_tables),
+        _table_max(col_x[:, COLUMN_FEATURES.index("entity_place")], table_of, n_tables),
     ]).astype(np.float64)
 
 

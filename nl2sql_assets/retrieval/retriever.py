@@ -51,7 +51,7 @@ from nl2sql_assets.errors import (
 from nl2sql_assets.indexing.chunk_builder import build_chunks
 from nl2sql_assets.indexing.models import ChunkScore, SearchFilter, SearchHit
 from nl2sql_assets.retrieval import ranking
-from nl2sql_assets.retrieval.entity_kinds import PersonScorer
+from nl2sql_assets.retrieval.entity_kinds import EntityKinds, EntityKindScorer
 from nl2sql_assets.retrieval.lexical import QueryTerms, build_query_terms
 from nl2sql_assets.retrieval.models import (
     QueryHints,
@@ -146,7 +146,7 @@ class SchemaRetriever:
         self._live_cache: dict[str | None, tuple[float, dict[str, str]]] = {}
         self._lock = threading.Lock()
         self._owned: list[object] = []
-        self._person = PersonScorer(embeddings.embed_queries)
+        self._kinds = EntityKindScorer(embeddings.embed_queries)
 
     # ------------------------------------------------------------------ construction
 
@@ -526,9 +526,8 @@ class SchemaRetriever:
         if not found:
             return None
         seg = q.n_segments
-        person = self._person.scores(q.vectors[seg:]) if len(q.texts) > seg else np.zeros(0)  # type: ignore[index]
-        return ranking.DenseScores(tables=rows_t[:seg], columns=rows_c[:seg], entities=rows_c[seg:],
-                                   entity_person=person)
+        kinds = self._kinds.scores(q.vectors[seg:]) if len(q.texts) > seg else EntityKinds.none()  # type: ignore[index]
+        return ranking.DenseScores(tables=rows_t[:seg], columns=rows_c[:seg], entities=rows_c[seg:], kinds=kinds)
 
     # ------------------------------------------------------------------ routing
 

@@ -177,3 +177,35 @@ def test_a_persons_name_brings_the_table_of_peoples_names(tmp_path: Path, model_
         assert {"forename", "surname"} & set(drivers.columns)
     finally:
         world.close()
+
+
+def club_snapshot() -> SchemaSnapshot:
+    """Members, their zip codes, events and attendance: where a member's state lives is the question."""
+    def table(name: str, columns: list[tuple[str, str]], pk: str, fks: dict[str, tuple[str, str]] | None = None) -> Table:
+        keys = [ForeignKey(columns=[c], ref_table=r, ref_columns=[rc]) for c, (r, rc) in (fks or {}).items()]
+        return Table(name=name, primary_key=[pk], columns=[Column(name=c, type_family=f) for c, f in columns],
+                     foreign_keys=keys)
+    tables = [
+        table("zip_code", [("zip_code", "integer"), ("type", "text"), ("city", "text"), ("county", "text"),
+                           ("state", "text"), ("short_state", "text")], "zip_code"),
+        table("member", [("member_id", "text"), ("first_name", "text"), ("last_name", "text"), ("email", "text"),
+                         ("position", "text"), ("t_shirt_size", "text"), ("phone", "text"), ("zip", "integer")],
+              "member_id", {"zip": ("zip_code", "zip_code")}),
+        table("event", [("event_id", "text"), ("event_name", "text"), ("event_date", "text"), ("type", "text"),
+                        ("location", "text"), ("status", "text")], "event_id"),
+        table("attendance", [("link_to_event", "text"), ("link_to_member", "text")], "link_to_event",
+              {"link_to_event": ("event", "event_id"), "link_to_member": ("member", "member_id")}),
+    ]
+    return SchemaSnapshot.create(DatasourceInfo(id="club", dialect="sqlite"), tables, CAPTURED)
+
+
+def test_a_place_brings_the_table_of_places(tmp_path: Path, model_provider: object) -> None:  # noqa: F811
+    """"Maryland" names no column: the entity looks like a place, and zip_code holds states."""
+    world = World(tmp_path / "w", model_provider)
+    try:
+        world.add(club_snapshot())
+        result = world.retriever().retrieve("How many of the members' hometowns are from Maryland?", datasource="club")
+        names = {t.name for t in result.tables}
+        assert {"member", "zip_code"} <= names, names
+    finally:
+        world.close()

@@ -1,5 +1,5 @@
-"""Person-like entities, with the real local model: the margin that points a proper noun to the
-columns of people's names."""
+"""Person-like and place-like entities, with the real local model: the margins that point a proper
+noun to the columns of people's names or of places."""
 
 from __future__ import annotations
 
@@ -9,38 +9,43 @@ import numpy as np
 import pytest
 
 from nl2sql_assets.indexing.embeddings import EmbeddingService
-from nl2sql_assets.retrieval.entity_kinds import OTHER_PROTOTYPES, PERSON_PROTOTYPES, PersonScorer
+from nl2sql_assets.retrieval.entity_kinds import PROTOTYPES, EntityKindScorer
 from tests.chunk_samples import model_provider  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.slow
 
 PEOPLE = ["Lewis Hamilton", "Eddie Irvine", "Ada Lovelace", "John Salvatier", "Sacha Harrison"]
-NOT_PEOPLE = ["Australian Grand Prix", "San Marino", "Alameda County", "Marvel Comics", "TR009", "Q1", "EUR"]
+PLACES = ["Illinois", "South Bohemia", "Alameda County", "Italy", "Lisbon"]
+NEITHER = ["Australian Grand Prix", "Marvel Comics", "TR009", "Q1", "EUR"]
 
 
-def test_people_score_above_places_events_and_codes(model_provider: object) -> None:  # noqa: F811
-    service = EmbeddingService(model_provider)  # type: ignore[arg-type]
-    scorer = PersonScorer(service.embed_queries)
-    people = scorer.scores(service.embed_queries(PEOPLE))
-    others = scorer.scores(service.embed_queries(NOT_PEOPLE))
-    assert people.min() > others.max(), (dict(zip(PEOPLE, people)), dict(zip(NOT_PEOPLE, others)))
-    assert (people > 0.05).all()
-    assert (others >= 0.0).all()  # clipped: "not a person" is 0, never a penalty
+@pytest.fixture(scope="module")
+def service(model_provider: object) -> EmbeddingService:  # noqa: F811
+    return EmbeddingService(model_provider)  # type: ignore[arg-type]
 
 
-def test_prototypes_are_embedded_once_and_no_entity_costs_nothing(model_provider: object) -> None:  # noqa: F811
-    service = EmbeddingService(model_provider)  # type: ignore[arg-type]
+def test_people_and_places_score_on_their_own_kind(service: EmbeddingService) -> None:
+    scorer = EntityKindScorer(service.embed_queries)
+    people, places, neither = (scorer.scores(service.embed_queries(names)) for names in (PEOPLE, PLACES, NEITHER))
+    assert people.person.min() > max(places.person.max(), neither.person.max()), people.person
+    assert places.place.min() > max(people.place.max(), neither.place.max()), places.place
+    assert (people.person > 0.05).all() and (places.place > 0.05).all()
+    for kinds in (people, places, neither):  # clipped: "not a person" is 0, never a penalty
+        assert (kinds.person >= 0.0).all() and (kinds.place >= 0.0).all()
+
+
+def test_descriptions_are_embedded_once_and_no_entity_costs_nothing(service: EmbeddingService) -> None:
     calls: list[list[str]] = []
 
     def embed(texts: Sequence[str]) -> np.ndarray:
         calls.append(list(texts))
         return service.embed_queries(texts)
 
-    scorer = PersonScorer(embed)
-    assert scorer.scores(np.zeros((0, 384), np.float32)).shape == (0,)
+    scorer = EntityKindScorer(embed)
+    none = scorer.scores(np.zeros((0, 384), np.float32))
+    assert none.person.shape == none.place.shape == (0,)
     assert calls == []
-    vectors = service.embed_queries(["Lewis Hamilton"])
-    first = scorer.scores(vectors)
-    second = scorer.scores(vectors)
-    assert calls == [[*PERSON_PROTOTYPES, *OTHER_PROTOTYPES]]
-    assert first.tolist() == second.tolist()
+    vectors = service.embed_queries(["Lewis Hamilton", "Lisbon"])
+    first, second = scorer.scores(vectors), scorer.scores(vectors)
+    assert calls == [list(PROTOTYPES)]
+    assert first.person.tolist() == second.person.tolist() and first.place.tolist() == second.place.tolist()

@@ -137,6 +137,19 @@ def test_person_flag_marks_text_columns_of_peoples_names() -> None:
     assert is_person == {"forename", "last_name", "OwnerDisplayName", "player_name"}
 
 
+def test_place_flag_marks_text_columns_named_or_described_as_places() -> None:
+    snap = SchemaSnapshot.create(DatasourceInfo(id="places", dialect="sqlite"), [Table(name="t", columns=[
+        Column(name="City", type_family="text"),
+        Column(name="MailState", type_family="text"),
+        Column(name="A3", type_family="text", description="region"),
+        Column(name="A4", type_family="text", description="number of inhabitants"),
+        Column(name="county_id", type_family="integer"),
+        Column(name="segment", type_family="text"),
+    ])], CAPTURED)
+    index = LexicalIndex(snap)
+    assert {c.name for i, c in enumerate(index.columns) if index.flags[i, 6]} == {"City", "MailState", "A3"}
+
+
 def test_residual_coverage_is_what_a_second_table_explains_beyond_the_first() -> None:
     index = LexicalIndex(schools())
     names = [t.name for t in index.tables]

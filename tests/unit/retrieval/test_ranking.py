@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from nl2sql_assets.retrieval import ranking
+from nl2sql_assets.retrieval.entity_kinds import EntityKinds
 from nl2sql_assets.retrieval.lexical import build_query_terms
 from nl2sql_assets.schema.models import Column, DatasourceInfo, ForeignKey, SchemaSnapshot, Table
 from tests.retrieval_samples import CAPTURED
@@ -216,9 +217,10 @@ def test_each_entity_credits_the_text_column_most_like_it() -> None:
     assert not unseen.column_features[:, j].any()
 
 
-def test_a_person_like_entity_points_to_the_columns_of_peoples_names() -> None:
+def test_a_person_or_place_like_entity_points_to_the_columns_of_peoples_names_or_places() -> None:
     """"Eddie Irvine" is a person: the table with first and last names gains; a product's name,
-    a company name and a city do not; the same entity scored as no person changes nothing."""
+    a company name and a city do not. "Lisbon" is a place: the table with a city gains. The same
+    entity scored as neither changes nothing."""
     snap = shop()
     index = ranking.build_schema_index(snap)
     tables = [t.name for t in snap.tables]
@@ -229,17 +231,23 @@ def test_a_person_like_entity_points_to_the_columns_of_peoples_names() -> None:
     plain = dense_for(index, snap, {"orders": 0.6, "orders.total": 0.6})
     entities = np.full((1, len(cols)), 0.05)
 
-    def score(person: float) -> ranking.SchemaScores:
+    def score(person: float, place: float) -> ranking.SchemaScores:
         return ranking.score_schema(index, terms, ranking.DenseScores(
-            tables=plain.tables, columns=plain.columns, entities=entities, entity_person=np.array([person])))
+            tables=plain.tables, columns=plain.columns, entities=entities,
+            kinds=EntityKinds(person=np.array([person]), place=np.array([place]))))
 
-    j = ranking.COLUMN_FEATURES.index("entity_person")
-    person, nobody = score(0.2), score(0.0)
-    assert {cols[ci] for ci in np.flatnonzero(person.column_features[:, j])} == {
-        "customers.first_name", "customers.last_name"}
-    assert not nobody.column_features[:, j].any()
+    def marked(scores: ranking.SchemaScores, feature: str) -> set[str]:
+        return {cols[ci] for ci in np.flatnonzero(scores.column_features[:, ranking.COLUMN_FEATURES.index(feature)])}
+
+    person, place, neither = score(0.2, 0.0), score(0.0, 0.2), score(0.0, 0.0)
+    assert marked(person, "entity_person") == {"customers.first_name", "customers.last_name"}
+    assert marked(place, "entity_place") == {"customers.city", "suppliers.country"}
+    assert not marked(neither, "entity_person") and not marked(neither, "entity_place")
+    assert not marked(person, "entity_place") and not marked(place, "entity_person")
     t = ranking.TABLE_FEATURES.index("entity_person")
     assert person.table_features[tables.index("customers"), t] == pytest.approx(0.2)
-    assert person.table_prob[tables.index("customers")] > nobody.table_prob[tables.index("customers")]
-    for other in ("products", "suppliers"):
-        assert person.table_prob[tables.index(other)] == pytest.approx(nobody.table_prob[tables.index(other)], abs=0.02)
+    customers = tables.index("customers")
+    assert person.table_prob[customers] > neither.table_prob[customers]
+    assert place.table_prob[customers] > neither.table_prob[customers]
+    assert person.table_prob[tables.index("products")] == pytest.approx(
+        neither.table_prob[tables.index("products")], abs=0.02)
