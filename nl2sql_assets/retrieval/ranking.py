@@ -21,9 +21,9 @@ threshold, so a clear question gets one or two tables and a vague one more.
 The weights were fitted once with logistic regression on BIRD dev, on features that describe no
 particular database (similarities, word coverage, mentions, literal types such as a year or a
 proper noun against date or name columns, each entity's nearest text column, a person-like or
-place-like entity against columns of people's names or of places, capped graph degree), each stage on out-of-fold
-outputs of the stages before it, and on similarities cut to each query text's top ``dense_k``
-chunks as the vector store returns them;
+place-like entity against columns of people's names or of places, capped graph degree), each
+stage on out-of-fold outputs of the stages before it, and on similarities cut to each query
+text's top ``dense_k`` chunks as the vector store returns them;
 ``benchmarks/fit_ranking_weights.py`` does the fit and reports
 leave-one-database-out figures, and the default cut-offs in ``RetrieverConfig`` are the ones that
 spend 3.0 tables and 25% of the columns on the held-out databases. The weight of ``value_hit``

@@ -140,17 +140,20 @@ def test_generated_schema_end_to_end_finds_the_bridge(tmp_path: Path, model_prov
         world.close()
 
 
+def table(name: str, columns: list[tuple[str, str]], pk: str, fks: dict[str, tuple[str, str]] | None = None) -> Table:
+    """A table of (column, type family) pairs; ``fks`` maps a column to the (table, column) it references."""
+    keys = [ForeignKey(columns=[c], ref_table=r, ref_columns=[rc]) for c, (r, rc) in (fks or {}).items()]
+    return Table(name=name, primary_key=[pk], columns=[Column(name=c, type_family=f) for c, f in columns],
+                 foreign_keys=keys)
+
+
 def racing_snapshot() -> SchemaSnapshot:
     """Drivers, races, results, circuits and constructors: where a racer's name lives is the question."""
-    def table(name: str, columns: list[tuple[str, str]], pk: str, fks: dict[str, str] | None = None) -> Table:
-        keys = [ForeignKey(columns=[c], ref_table=r, ref_columns=[c]) for c, r in (fks or {}).items()]
-        return Table(name=name, primary_key=[pk], columns=[Column(name=c, type_family=f) for c, f in columns],
-                     foreign_keys=keys)
     tables = [
         table("circuits", [("circuitId", "integer"), ("circuitRef", "text"), ("name", "text"), ("location", "text"),
                            ("country", "text")], "circuitId"),
         table("races", [("raceId", "integer"), ("year", "integer"), ("round", "integer"), ("circuitId", "integer"),
-                        ("name", "text"), ("date", "date")], "raceId", {"circuitId": "circuits"}),
+                        ("name", "text"), ("date", "date")], "raceId", {"circuitId": ("circuits", "circuitId")}),
         table("drivers", [("driverId", "integer"), ("driverRef", "text"), ("forename", "text"), ("surname", "text"),
                           ("nationality", "text")], "driverId"),
         table("constructors", [("constructorId", "integer"), ("name", "text"), ("nationality", "text")],
@@ -158,7 +161,8 @@ def racing_snapshot() -> SchemaSnapshot:
         table("results", [("resultId", "integer"), ("raceId", "integer"), ("driverId", "integer"),
                           ("constructorId", "integer"), ("position", "integer"), ("points", "float"),
                           ("laps", "integer")],
-              "resultId", {"raceId": "races", "driverId": "drivers", "constructorId": "constructors"}),
+              "resultId", {"raceId": ("races", "raceId"), "driverId": ("drivers", "driverId"),
+                           "constructorId": ("constructors", "constructorId")}),
     ]
     return SchemaSnapshot.create(DatasourceInfo(id="racing", dialect="sqlite"), tables, CAPTURED)
 
@@ -181,10 +185,6 @@ def test_a_persons_name_brings_the_table_of_peoples_names(tmp_path: Path, model_
 
 def club_snapshot() -> SchemaSnapshot:
     """Members, their zip codes, events and attendance: where a member's state lives is the question."""
-    def table(name: str, columns: list[tuple[str, str]], pk: str, fks: dict[str, tuple[str, str]] | None = None) -> Table:
-        keys = [ForeignKey(columns=[c], ref_table=r, ref_columns=[rc]) for c, (r, rc) in (fks or {}).items()]
-        return Table(name=name, primary_key=[pk], columns=[Column(name=c, type_family=f) for c, f in columns],
-                     foreign_keys=keys)
     tables = [
         table("zip_code", [("zip_code", "integer"), ("type", "text"), ("city", "text"), ("county", "text"),
                            ("state", "text"), ("short_state", "text")], "zip_code"),
