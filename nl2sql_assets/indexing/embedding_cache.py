@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import random
 import sqlite3
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,6 +26,7 @@ logger = logging.getLogger(__name__)
 
 CACHE_FILE_NAME = "embeddings.sqlite3"
 _LOOKUP_CHUNK = 500
+_OPEN_TIMEOUT_S = 30.0
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS embeddings (
     model_key TEXT NOT NULL,
@@ -65,17 +68,33 @@ class EmbeddingCache:
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False,
-                                       isolation_level=None)
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
-                conn.execute(_SCHEMA)
-            except (sqlite3.Error, OSError) as exc:
-                raise EmbeddingError(f"embedding cache {self.path} cannot be opened: {exc}") from None
-            self._conn = conn
+            deadline = time.monotonic() + _OPEN_TIMEOUT_S
+            while True:
+                try:
+                    self._conn = self._open()
+                    break
+                except sqlite3.OperationalError as exc:
+                    # two processes creating the file at once: switching it to WAL and creating
+                    # the table need a write lock, and SQLite answers "locked" at once instead of
+                    # waiting when waiting could deadlock; the other side finishes in milliseconds
+                    if "locked" not in str(exc) or time.monotonic() > deadline:
+                        raise EmbeddingError(f"embedding cache {self.path} cannot be opened: {exc}") from None
+                    time.sleep(0.02 + random.random() * 0.05)
+                except (sqlite3.Error, OSError) as exc:
+                    raise EmbeddingError(f"embedding cache {self.path} cannot be opened: {exc}") from None
         return self._conn
+
+    def _open(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=_OPEN_TIMEOUT_S, check_same_thread=False, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(_SCHEMA)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def get_many(self, identity: ModelIdentity, texts: Sequence[str]) -> list[np.ndarray | None]:
         """The cached vector of each text (``None`` where there is none), in input order."""
