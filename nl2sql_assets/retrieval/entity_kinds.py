@@ -18,11 +18,16 @@ and codes 0.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from nl2sql_assets.errors import EmbeddingError
+
+log = logging.getLogger(__name__)
 
 PERSON_PROTOTYPES = ("a person's full name", "first name and last name", "name of a man or woman")
 PLACE_PROTOTYPES = ("name of a place, city or country", "a region, district or state", "a town or city name")
@@ -56,17 +61,27 @@ class EntityKindScorer:
         self._vectors: np.ndarray | None = None
         self._lock = threading.Lock()
 
-    def _prototypes(self) -> np.ndarray:
+    def _prototypes(self) -> np.ndarray | None:
         with self._lock:
             if self._vectors is None:
-                self._vectors = np.asarray(self._embed(list(PROTOTYPES)), dtype=np.float32)
+                try:
+                    self._vectors = np.asarray(self._embed(list(PROTOTYPES)), dtype=np.float32)
+                except EmbeddingError as exc:
+                    # the question's own vectors may have come from memory while the provider is
+                    # down: answer without the kinds (tried again next time) rather than fail
+                    log.warning("entity kinds unavailable this time: %s", exc)
+                    return None
             return self._vectors
 
     def scores(self, vectors: np.ndarray) -> EntityKinds:
-        """The margins of each row of ``vectors`` (unit-length entity vectors)."""
+        """The margins of each row of ``vectors`` (unit-length entity vectors); 0 where the
+        descriptions could not be embedded."""
         if not len(vectors):
             return EntityKinds.none()
-        sims = vectors @ self._prototypes().T
+        prototypes = self._prototypes()
+        if prototypes is None:
+            return EntityKinds(np.zeros(len(vectors)), np.zeros(len(vectors)))
+        sims = vectors @ prototypes.T
         n_person, n_place = len(PERSON_PROTOTYPES), len(PLACE_PROTOTYPES)
         person, place, neutral = sims[:, :n_person], sims[:, n_person:n_person + n_place], sims[:, n_person + n_place:]
         person_margin = person.max(axis=1) - np.maximum(place[:, 0], neutral.max(axis=1))

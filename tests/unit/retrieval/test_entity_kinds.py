@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
+from nl2sql_assets.errors import EmbeddingError
 from nl2sql_assets.indexing.embeddings import EmbeddingService
 from nl2sql_assets.retrieval.entity_kinds import PROTOTYPES, EntityKindScorer
 from tests.chunk_samples import model_provider  # noqa: F401 - fixture
@@ -49,3 +50,23 @@ def test_descriptions_are_embedded_once_and_no_entity_costs_nothing(service: Emb
     first, second = scorer.scores(vectors), scorer.scores(vectors)
     assert calls == [list(PROTOTYPES)]
     assert first.person.tolist() == second.person.tolist() and first.place.tolist() == second.place.tolist()
+
+
+def test_a_provider_failure_leaves_the_kinds_at_zero_and_is_retried(service: EmbeddingService,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """The question's vectors can come from memory while the provider is down: the kinds are then
+    0 with a warning, never an error, and the next question tries the descriptions again."""
+    down = [True]
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        if down[0]:
+            raise EmbeddingError("provider unreachable (connection refused)")
+        return service.embed_queries(texts)
+
+    scorer = EntityKindScorer(embed)
+    vectors = service.embed_queries(["Lewis Hamilton"])
+    kinds = scorer.scores(vectors)
+    assert kinds.person.tolist() == [0.0] and kinds.place.tolist() == [0.0]
+    assert "entity kinds unavailable" in caplog.text and "connection refused" in caplog.text
+    down[0] = False
+    assert scorer.scores(vectors).person[0] > 0.05
