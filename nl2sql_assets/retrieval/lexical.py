@@ -107,7 +107,10 @@ def is_person_name_column(name: str) -> bool:
     >>> [is_person_name_column(n) for n in ("name", "team_long_name", "circuitRef", "username")]
     [False, False, False, False]
     """
-    name_words = set(words(name, drop_stopwords=False))
+    return _names_people(frozenset(words(name, drop_stopwords=False)))
+
+
+def _names_people(name_words: frozenset[str]) -> bool:
     if name_words & _PERSON_NAME_WORDS:
         return True
     return "name" in name_words and bool(name_words & _PERSON_NAME_QUALIFIERS)
@@ -273,14 +276,14 @@ class LexicalIndex:
                 item = _Item(col.name, tuple(words(col.name, drop_stopwords=False)), frozenset(words(desc)), values)
                 self.columns.append(item)
                 self.column_table.append(ti)
-                name_words = set(words(col.name, drop_stopwords=False)) | set(words(col.text or ""))
+                name_words = set(item.name_words) | set(words(col.text or ""))
                 family = col.type_family
                 is_date = family in _DATE_FAMILIES or bool(name_words & _DATE_WORDS)
                 is_year = is_date or bool(name_words & _YEAR_WORDS)
                 is_time = family in ("time", "datetime", "interval") or bool(name_words & _TIME_WORDS)
                 is_text = family in _TEXT_FAMILIES
                 is_name = is_text and any(w.endswith("name") for w in name_words)
-                is_person = is_text and is_person_name_column(col.name)
+                is_person = is_text and _names_people(frozenset(item.name_words))
                 is_place = is_text and not _PLACE_WORDS.isdisjoint({*item.name_words, *item.desc_words})
                 col_flags.append((float(is_date), float(is_year), float(is_time), float(is_text), float(is_name),
                                   float(is_person), float(is_place)))
