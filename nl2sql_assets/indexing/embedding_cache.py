@@ -73,15 +73,14 @@ class EmbeddingCache:
                 try:
                     self._conn = self._open()
                     break
-                except sqlite3.OperationalError as exc:
+                except (sqlite3.Error, OSError) as exc:
                     # two processes creating the file at once: switching it to WAL and creating
                     # the table need a write lock, and SQLite answers "locked" at once instead of
                     # waiting when waiting could deadlock; the other side finishes in milliseconds
-                    if "locked" not in str(exc) or time.monotonic() > deadline:
+                    locked = isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+                    if not locked or time.monotonic() > deadline:
                         raise EmbeddingError(f"embedding cache {self.path} cannot be opened: {exc}") from None
                     time.sleep(0.02 + random.random() * 0.05)
-                except (sqlite3.Error, OSError) as exc:
-                    raise EmbeddingError(f"embedding cache {self.path} cannot be opened: {exc}") from None
         return self._conn
 
     def _open(self) -> sqlite3.Connection:
