@@ -30,7 +30,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from nl2sql_assets.adapters.base import open_adapter
+from nl2sql_assets.adapters import open_adapter
 from nl2sql_assets.config import DatasourceConfig
 from nl2sql_assets.schema.fingerprint import compute_fingerprint
 

@@ -9,6 +9,10 @@ equal the snapshot's ``fingerprint`` and ``metadata_hash``.
 Schema names: where the database has a schema level, tables carry its real name
 (PostgreSQL ``public``, DuckDB ``main``); SQLite (no schema level) and MySQL/MariaDB (schema ==
 database) use ``None`` for the URL's own database.
+
+This module imports no adapter: the concrete adapters import its helpers, and the factory
+that picks one (:func:`nl2sql_assets.adapters.factory.open_adapter`) imports the adapters, so
+the import graph stays one-way.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from nl2sql_assets.schema.models import DatasourceInfo, MetricDefinition, Schema
 
 
 class SchemaAdapter(Protocol):
+    """What the indexing pipeline and the drift check need from any datasource."""
+
     config: DatasourceConfig
 
     @property
@@ -37,6 +43,7 @@ class SchemaAdapter(Protocol):
         ...
 
     def close(self) -> None:
+        """Release the connection; the next read reconnects."""
         ...
 
 
@@ -52,7 +59,7 @@ def default_schema(config: DatasourceConfig, dialect: str) -> str | None:
     if dialect == "sqlite":
         return "main"
     if dialect in ("mysql", "mariadb"):
-        from sqlalchemy.engine.url import make_url
+        from sqlalchemy.engine.url import make_url  # third-party and slow to import: only for MySQL URLs
 
         try:
             return make_url(config.resolved_url()).database or None
@@ -75,22 +82,3 @@ def datasource_info(config: DatasourceConfig, dialect: str) -> DatasourceInfo:
                                   description=m.description) for m in config.metrics],
         default_schema=default_schema(config, dialect),
     )
-
-
-def open_adapter(config: DatasourceConfig, *, stats_budget_s: float = 30.0,
-                 sample_rows: int | None = None) -> SchemaAdapter:
-    """The adapter for a datasource's URL: native DuckDB for ``duckdb://``, SQLAlchemy otherwise.
-
-    Nothing connects until the first read. ``sample_rows`` overrides the rows sampled per
-    table for statistics (default :data:`nl2sql_assets.adapters.stats.DEFAULT_SAMPLE_ROWS`).
-    """
-    from nl2sql_assets.adapters.stats import DEFAULT_SAMPLE_ROWS
-
-    rows = sample_rows or DEFAULT_SAMPLE_ROWS
-    if config.is_duckdb:
-        from nl2sql_assets.adapters.duckdb import DuckDBAdapter
-
-        return DuckDBAdapter(config, stats_budget_s=stats_budget_s, sample_rows=rows)
-    from nl2sql_assets.adapters.sqlalchemy import SQLAlchemyAdapter
-
-    return SQLAlchemyAdapter(config, stats_budget_s=stats_budget_s, sample_rows=rows)

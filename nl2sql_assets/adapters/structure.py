@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from nl2sql_assets.adapters.base import datasource_info
 from nl2sql_assets.adapters.pii import pii_kind_from_name
 from nl2sql_assets.adapters.types import type_family
 from nl2sql_assets.config import Annotations, DatasourceConfig
@@ -175,7 +176,5 @@ def assemble_snapshot(config: DatasourceConfig, dialect: str, tables: list[Table
                       warnings: list[str]) -> SchemaSnapshot:
     """The snapshot every adapter returns: datasource info from the config entry, sorted tables,
     fingerprint and metadata hash, and warnings (including annotation keys that match nothing)."""
-    from nl2sql_assets.adapters.base import datasource_info
-
     notes = list(warnings) + unmatched_annotations(config.annotations, tables)
     return SchemaSnapshot.create(datasource_info(config, dialect), tables, captured_at, notes)

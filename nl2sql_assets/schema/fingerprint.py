@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: models imports this module (SchemaSnapshot.create hashes)
     from nl2sql_assets.schema.models import DatasourceInfo, Table
 
 VERSION_TIME_FORMAT = "%Y%m%d%H%M%S"

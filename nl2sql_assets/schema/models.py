@@ -4,6 +4,9 @@ Structure (tables, columns, types, nullability, keys) is what the fingerprint co
 descriptions, comments, synonyms and PII flags are metadata (hashed separately); statistics
 are neither. Every list is kept in a canonical order so that JSON round-trips are lossless
 and hashes are stable.
+
+The hashing lives in :mod:`nl2sql_assets.schema.fingerprint`, which this module imports;
+it names these models in annotations only, so the import runs one way.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from nl2sql_assets.schema.fingerprint import canonical_tables, compute_fingerprint, compute_metadata_hash
 
 TypeFamily = Literal[
     "integer", "float", "decimal", "text", "boolean", "date", "datetime", "time",
@@ -167,8 +172,7 @@ class SchemaSnapshot(_Frozen):
     @classmethod
     def create(cls, datasource: DatasourceInfo, tables: list[Table], captured_at: datetime,
                warnings: list[str] | None = None) -> SchemaSnapshot:
-        from nl2sql_assets.schema.fingerprint import canonical_tables, compute_fingerprint, compute_metadata_hash
-
+        """The snapshot in canonical order, with its fingerprint and metadata hash computed."""
         ordered = canonical_tables(tables)
         return cls(
             datasource=datasource,

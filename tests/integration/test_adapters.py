@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from nl2sql_assets.adapters.base import datasource_info, open_adapter
+from nl2sql_assets.adapters import datasource_info, open_adapter
 from nl2sql_assets.adapters.sqlalchemy import SQLAlchemyAdapter
 from nl2sql_assets.adapters.stats import BUDGET_EXHAUSTED, VIEW_NOTE
 from nl2sql_assets.config import ConfigError, DatasourceConfig

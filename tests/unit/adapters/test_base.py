@@ -1,4 +1,4 @@
-"""open_adapter and datasource_info."""
+"""open_adapter (the factory) and datasource_info (the seam's helper)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from nl2sql_assets.adapters.base import datasource_info, open_adapter
+from nl2sql_assets.adapters.base import datasource_info
 from nl2sql_assets.adapters.duckdb import DuckDBAdapter
+from nl2sql_assets.adapters.factory import open_adapter
 from nl2sql_assets.adapters.sqlalchemy import SQLAlchemyAdapter
 from nl2sql_assets.config import DatasourceConfig, MetricConfig
 

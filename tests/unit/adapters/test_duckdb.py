@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 
 from nl2sql_assets.adapters import duckdb as duckdb_adapter
-from nl2sql_assets.adapters.base import open_adapter
+from nl2sql_assets.adapters import open_adapter
 from nl2sql_assets.adapters.duckdb import DuckDBAdapter, duckdb_path, quote_identifier
 from nl2sql_assets.config import DatasourceConfig
 

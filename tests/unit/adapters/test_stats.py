@@ -7,6 +7,7 @@ clock is passed in, so budget behaviour is deterministic.
 from __future__ import annotations
 
 import doctest
+import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,8 +17,10 @@ import pytest
 
 from nl2sql_assets.adapters import stats
 from nl2sql_assets.adapters.duckdb import DuckDBStatsBackend
+from nl2sql_assets.adapters.sqlalchemy import SQLAlchemyAdapter
 from nl2sql_assets.adapters.stats import BUDGET_EXHAUSTED, VIEW_NOTE, compute_statistics
 from nl2sql_assets.adapters.structure import RawColumn, RawTable, build_tables
+from nl2sql_assets.config import DatasourceConfig
 from nl2sql_assets.schema.models import Table
 
 
@@ -146,11 +149,6 @@ def test_very_wide_tables_split_the_aggregate() -> None:
 
 
 def test_a_table_exactly_the_size_of_the_sample_is_exact_when_counted(tmp_path: Path) -> None:
-    import sqlite3
-
-    from nl2sql_assets.adapters.sqlalchemy import SQLAlchemyAdapter
-    from nl2sql_assets.config import DatasourceConfig
-
     path = tmp_path / "ten.sqlite"
     con = sqlite3.connect(path)
     con.execute("CREATE TABLE ten (i INTEGER)")
