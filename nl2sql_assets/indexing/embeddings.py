@@ -1,10 +1,11 @@
 """The embedding seam: providers turn texts into normalized float32 vectors.
 
-``EmbeddingProvider`` is what a model implements (local ONNX in ``onnx_minilm``, OpenAI in
-``openai_embeddings``); ``EmbeddingService`` adds the content-addressed cache
-(``embedding_cache``), counts what was embedded vs taken from cache, and keeps a small
-in-memory LRU for query embeddings. ``build_embedding_service`` picks the provider from
-``Settings`` (``EMBEDDING_PROVIDER``, ``EMBEDDING_MODEL``).
+``EmbeddingProvider`` (in ``embedding_provider``) is what a model implements (local ONNX in
+``onnx_minilm``, OpenAI in ``openai_embeddings``); ``EmbeddingService`` adds the
+content-addressed cache (``embedding_cache``), counts what was embedded vs taken from cache,
+and keeps a small in-memory LRU for query embeddings. ``Embeddings`` is the protocol the
+vector store and the retriever depend on. ``build_embedding_service`` picks the provider from
+``Settings`` (``EMBEDDING_PROVIDER``, ``EMBEDDING_MODEL``; see ``docs/configuration.md``).
 """
 
 from __future__ import annotations
@@ -16,14 +17,21 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from nl2sql_assets.errors import ConfigError, EmbeddingError
+from nl2sql_assets.indexing.embedding_cache import EmbeddingCache
+from nl2sql_assets.indexing.embedding_provider import EmbeddingProvider, EmbedResult, check_texts
 from nl2sql_assets.indexing.models import ModelIdentity
+from nl2sql_assets.indexing.onnx_minilm import LOCAL_MODEL_ALIASES, LOCAL_MODEL_NAME, OnnxMiniLMEmbedder
+from nl2sql_assets.indexing.openai_embeddings import DEFAULT_OPENAI_MODEL, OpenAIEmbedder
 
 if TYPE_CHECKING:
     from nl2sql_assets.config import Settings
-    from nl2sql_assets.indexing.embedding_cache import EmbeddingCache
+
+__all__ = [
+    "DOCUMENT_SLICE", "EmbedResult", "EmbeddingProvider", "EmbeddingService", "Embeddings",
+    "build_embedding_provider", "build_embedding_service", "check_texts",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -32,43 +40,27 @@ logger = logging.getLogger(__name__)
 DOCUMENT_SLICE = 512
 
 
-class EmbeddingProvider(Protocol):
+class Embeddings(Protocol):
+    """What the vector store and the retriever need from an embedding service.
+
+    Declared here, next to :class:`EmbeddingService`, so callers depend on the seam and tests
+    can pass a stub without loading a model.
+    """
+
     @property
     def identity(self) -> ModelIdentity: ...
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Vectors of shape (len(texts), dimension), float32, L2-normalized. Raises EmbeddingError."""
+    def embed_documents(self, texts: Sequence[str]) -> EmbedResult:
+        """Vectors for texts to index (cached where possible), in input order."""
         ...
 
+    def embed_query(self, text: str) -> np.ndarray:
+        """The vector of one question, shape ``(dimension,)``."""
+        ...
 
-class EmbedResult(BaseModel):
-    """Vectors in input order, and how many texts the provider computed vs how many were reused.
-
-    ``embedded + from_cache == len(vectors)``: ``embedded`` counts distinct texts the provider
-    computed in this call, ``from_cache`` the inputs served without computing (persistent
-    cache hits, and repeats of a text within the same call).
-    """
-
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
-
-    vectors: np.ndarray
-    embedded: int
-    from_cache: int
-
-
-def check_texts(texts: Sequence[str]) -> list[str]:
-    """The texts as a list; anything but a sequence of strings raises EmbeddingError.
-
-    >>> check_texts(("a", "b"))
-    ['a', 'b']
-    """
-    if isinstance(texts, str):
-        raise EmbeddingError("expected a sequence of texts, got a single string")
-    checked = list(texts)
-    for position, text in enumerate(checked):
-        if not isinstance(text, str):
-            raise EmbeddingError(f"text #{position} is {type(text).__name__}, expected str")
-    return checked
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of many questions, shape ``(len(texts), dimension)``, in input order."""
+        ...
 
 
 class EmbeddingService:
@@ -213,16 +205,12 @@ def build_embedding_provider(settings: Settings, *, threads: int | None = None) 
         EmbeddingError: ``openai`` without ``OPENAI_API_KEY``.
     """
     if settings.embedding_provider == "openai":
-        from nl2sql_assets.indexing.openai_embeddings import DEFAULT_OPENAI_MODEL, OpenAIEmbedder
-
         key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
         if not key:
             raise EmbeddingError("EMBEDDING_PROVIDER=openai needs OPENAI_API_KEY; set it, "
                                  "or use EMBEDDING_PROVIDER=local (offline)")
         return OpenAIEmbedder(api_key=key, model=settings.embedding_model or DEFAULT_OPENAI_MODEL,
                               base_url=settings.openai_base_url)
-    from nl2sql_assets.indexing.onnx_minilm import LOCAL_MODEL_ALIASES, LOCAL_MODEL_NAME, OnnxMiniLMEmbedder
-
     if settings.embedding_model and settings.embedding_model not in LOCAL_MODEL_ALIASES:
         raise ConfigError(
             f"the local provider has only {LOCAL_MODEL_NAME} (also accepted: "
@@ -243,8 +231,6 @@ def build_embedding_service(settings: Settings, *, use_cache: bool = True,
     Raises:
         ConfigError, EmbeddingError: see :func:`build_embedding_provider`.
     """
-    from nl2sql_assets.indexing.embedding_cache import EmbeddingCache
-
     provider = build_embedding_provider(settings, threads=threads)
     cache = EmbeddingCache.in_folder(settings.cache_path) if use_cache else None
     return EmbeddingService(provider, cache)

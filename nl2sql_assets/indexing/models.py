@@ -393,7 +393,7 @@ class IndexState(BaseModel):
     """The vector store's per-datasource pointer: which version readers see, and what it holds.
 
     ``generation`` increases with every refresh; readers see a record when its generation
-    range covers the datasource's current generation (see ``vector_store``).
+    range covers the datasource's current generation (see ``refresh_plan``).
     ``content_digest`` is :func:`chunks_digest` of the live version's chunks, so an audit can
     compare it with chunks rebuilt from the schema store.
     """

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nl2sql_assets.errors import EmbeddingModelUnavailableError
-from nl2sql_assets.indexing.embeddings import check_texts
+from nl2sql_assets.indexing.embedding_provider import check_texts
 from nl2sql_assets.indexing.models import ModelIdentity
 
 if TYPE_CHECKING:

@@ -13,14 +13,17 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-import httpx
 import numpy as np
 
 from nl2sql_assets.config import redact_text
 from nl2sql_assets.errors import EmbeddingError
-from nl2sql_assets.indexing.embeddings import check_texts
+from nl2sql_assets.indexing.embedding_provider import check_texts
 from nl2sql_assets.indexing.models import ModelIdentity
+
+if TYPE_CHECKING:
+    import httpx
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +109,8 @@ class OpenAIEmbedder:
                 self._client = None
 
     def _http(self) -> httpx.Client:
+        import httpx  # lazily: importing the provider (done by ``embeddings``) stays cheap
+
         with self._lock:
             if self._client is None:
                 self._client = httpx.Client(timeout=self.timeout, headers={
@@ -113,6 +118,8 @@ class OpenAIEmbedder:
             return self._client
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        import httpx
+
         url = f"{self.base_url}/embeddings"
         body = {"model": self.model, "input": texts}
         attempt = 0

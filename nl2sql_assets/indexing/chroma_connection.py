@@ -1,0 +1,243 @@
+"""One Chroma client and its two collections, every call guarded by the circuit breaker.
+
+The chunk collection (cosine space) records the embedding model identity in its metadata;
+the manifest collection ``<name>__manifest`` holds one record per datasource (``manifest``).
+Vectors are always passed in explicitly: Chroma's default embedding function is never
+created (``embedding_function=None``), so nothing downloads. ``chromadb`` and ``httpx`` are
+imported lazily, where a call needs them, to keep importing this package fast.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+import numpy as np
+
+from nl2sql_assets.errors import (
+    EmbeddingDimensionMismatchError,
+    Nl2SqlError,
+    VectorStoreError,
+    VectorStoreUnavailableError,
+)
+from nl2sql_assets.indexing.breaker import CircuitBreaker
+from nl2sql_assets.indexing.models import MetadataValue, ModelIdentity
+
+if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
+    from chromadb.api.models.Collection import Collection
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+DEFAULT_COLLECTION = "nl2sql_schema"
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,500}[A-Za-z0-9]$")
+
+#: What :meth:`ChromaConnection.records` returns: ids, metadatas, documents, embeddings.
+Records = tuple[list[str], list[dict[str, MetadataValue]], list[str], list[np.ndarray]]
+
+
+def collection_name_for(base: str, identity: ModelIdentity | None = None) -> str:
+    """A valid Chroma collection name, optionally suffixed with the sanitized model key.
+
+    >>> collection_name_for("nl2sql_schema")
+    'nl2sql_schema'
+    >>> collection_name_for("nl2sql_schema", ModelIdentity(provider="local", model="all-MiniLM-L6-v2", dimension=384))
+    'nl2sql_schema_local_all-MiniLM-L6-v2_384'
+    """
+    name = base if identity is None else f"{base}_{identity.key}"
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")
+    if not _NAME_RE.match(name):
+        raise ValueError(f"invalid vector collection name {base!r}: use 3-500 characters of [A-Za-z0-9._-]")
+    return name
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """Connection-level trouble (counts toward the breaker) vs a rejected request (does not)."""
+    import httpx
+    from chromadb.errors import ChromaError, InternalError, RateLimitError
+
+    seen: BaseException | None = exc
+    for _ in range(5):  # the client wraps connect errors (ValueError "Could not connect ..."): follow the chain
+        if seen is None:
+            break
+        if isinstance(seen, (httpx.TransportError, ConnectionError, TimeoutError, InternalError, RateLimitError,
+                             OSError)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    # the HTTP client raises a bare Exception for non-JSON server errors (502, 503, ...)
+    return type(exc) is Exception and not isinstance(exc, ChromaError)
+
+
+def identity_of(collection: Collection) -> ModelIdentity | None:
+    """The model identity recorded on a collection; None when it records none."""
+    meta = collection.metadata or {}
+    try:
+        return ModelIdentity(provider=str(meta["provider"]), model=str(meta["model"]),
+                             dimension=int(meta["dimension"]))  # type: ignore[arg-type]
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+class ChromaConnection:
+    """The client (built lazily), the collection handles, and breaker-guarded calls.
+
+    Args:
+        client: a Chroma client, or a zero-argument factory for one (created lazily through
+            the breaker, so an unreachable server fails fast instead of at construction).
+        identity: the configured embedding model identity (read on every check).
+        collection_name: the chunk collection; the manifest is ``<collection_name>__manifest``.
+        breaker: the circuit breaker every Chroma call goes through.
+        where: a label for messages and logs (path or host:port), never a secret.
+    """
+
+    def __init__(self, client: ClientAPI | Callable[[], ClientAPI], identity: Callable[[], ModelIdentity], *,
+                 collection_name: str, breaker: CircuitBreaker, where: str) -> None:
+        self.collection_name = collection_name_for(collection_name)
+        self.manifest_name = f"{self.collection_name}__manifest"
+        self.identity = identity
+        self.breaker = breaker
+        self.where = where
+        if callable(client) and not hasattr(client, "get_or_create_collection"):
+            self.client_factory: Callable[[], ClientAPI] | None = client
+            self._client_obj: ClientAPI | None = None
+        else:
+            self.client_factory = None
+            self._client_obj = client  # type: ignore[assignment]
+        self._collection: Collection | None = None
+        self._manifest: Collection | None = None
+
+    def call(self, what: str, fn: Callable[[], T]) -> T:
+        """Run one Chroma interaction through the breaker, translating its errors."""
+
+        def guarded() -> T:
+            try:
+                return fn()
+            except Nl2SqlError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - translated into our error hierarchy
+                from chromadb.errors import NotFoundError
+
+                if isinstance(exc, NotFoundError):
+                    self._collection = self._manifest = None  # recreated elsewhere: look it up again
+                cls = VectorStoreUnavailableError if is_unavailable(exc) else VectorStoreError
+                raise cls(f"vector store ({self.where}): {what} failed: {type(exc).__name__}: {exc}") from exc
+
+        return self.breaker.call(guarded)
+
+    def client(self) -> ClientAPI:
+        """The client, built by the factory on first use."""
+        if self._client_obj is None:
+            assert self.client_factory is not None
+            self._client_obj = self.client_factory()
+        return self._client_obj
+
+    def forget(self) -> None:
+        """Drop the handles (a factory-built client is rebuilt on the next call)."""
+        self._collection = self._manifest = None
+        if self.client_factory is not None:
+            self._client_obj = None
+
+    def get_collection(self, name: str) -> Collection | None:
+        """A collection by name; None when it does not exist. Unguarded: call inside :meth:`call`."""
+        from chromadb.errors import NotFoundError
+
+        try:
+            return self.client().get_collection(name, embedding_function=None)  # type: ignore[arg-type]
+        except NotFoundError:
+            return None
+
+    def any_collection(self) -> Collection | None:
+        """The chunk collection whatever model made it (deletion and audits work across models)."""
+        if self._collection is None:
+            self._collection = self.call("open collection", lambda: self.get_collection(self.collection_name))
+        return self._collection
+
+    def read_collection(self) -> Collection | None:
+        """The chunk collection for searching, None when nothing was ever indexed.
+
+        Raises:
+            EmbeddingDimensionMismatchError: it holds vectors of another model.
+        """
+        coll = self.any_collection()
+        if coll is None:
+            return None
+        stored, configured = identity_of(coll), self.identity()
+        if stored != configured:
+            self._collection = None
+            raise EmbeddingDimensionMismatchError(
+                self.collection_name, configured.key, stored.key if stored else "an unknown model")
+        return coll
+
+    def write_collection(self) -> Collection:
+        """The chunk collection for writing; recreated (with its manifest) when it holds another model."""
+
+        def open_or_create() -> Collection:
+            client, identity = self.client(), self.identity()
+            coll = self.get_collection(self.collection_name)
+            if coll is not None:
+                stored = identity_of(coll)
+                if stored == identity:
+                    return coll
+                log.warning("vector collection %s holds %s vectors, configured %s: recreating it "
+                            "(every datasource must be re-indexed)", self.collection_name,
+                            stored.key if stored else "unknown", identity.key)
+                client.delete_collection(self.collection_name)
+                if self.get_collection(self.manifest_name) is not None:
+                    client.delete_collection(self.manifest_name)
+            self._manifest = None
+            # get_or_create: another process may be creating it at this very moment
+            created = client.get_or_create_collection(
+                self.collection_name, configuration={"hnsw": {"space": "cosine"}},
+                metadata=self._identity_metadata(identity), embedding_function=None)  # type: ignore[arg-type]
+            if identity_of(created) != identity:
+                raise VectorStoreError(f"vector store ({self.where}): collection '{self.collection_name}' was "
+                                       f"just recreated by another process for another embedding model")
+            return created
+
+        self._collection = self.call("open collection for writing", open_or_create)
+        return self._collection
+
+    def manifest_collection(self, *, create: bool) -> Collection | None:
+        """The manifest collection; None when it does not exist and ``create`` is False."""
+        if self._manifest is None:
+            def get() -> Collection | None:
+                if create:
+                    return self.client().get_or_create_collection(
+                        self.manifest_name, metadata={"model_key": self.identity().key},
+                        embedding_function=None)  # type: ignore[arg-type]
+                return self.get_collection(self.manifest_name)
+
+            self._manifest = self.call("open manifest", get)
+        return self._manifest
+
+    def records(self, coll: Collection, where: dict[str, object], *, documents: bool = False,
+                embeddings: bool = False, ids: list[str] | None = None) -> Records:
+        """Records matching ``where`` (and ``ids``): ids, metadatas, documents, embeddings."""
+        include = ["metadatas"] + (["documents"] if documents else []) + (["embeddings"] if embeddings else [])
+        res = self.call("read chunks", lambda: coll.get(ids=ids, where=where, include=include))  # type: ignore[arg-type]
+        metas = [dict(m or {}) for m in (res["metadatas"] or [])]
+        docs = list(res["documents"] or []) if documents else []
+        vecs = list(res["embeddings"]) if embeddings and res["embeddings"] is not None else []
+        return list(res["ids"]), metas, docs, vecs
+
+    def delete_ids(self, coll: Collection, ids: list[str], what: str) -> None:
+        """Delete records in batches the server accepts."""
+        step = max(1, self.max_batch())
+        for start in range(0, len(ids), step):
+            batch = ids[start:start + step]
+            self.call(what, lambda b=batch: coll.delete(ids=b))  # type: ignore[misc]
+
+    def max_batch(self) -> int:
+        """The server's batch limit (1000 when it cannot say)."""
+        try:
+            return int(self.client().get_max_batch_size())
+        except Exception:  # noqa: BLE001 - older servers: a safe default
+            return 1000
+
+    @staticmethod
+    def _identity_metadata(identity: ModelIdentity) -> dict[str, MetadataValue]:
+        return {"provider": identity.provider, "model": identity.model, "dimension": identity.dimension,
+                "model_key": identity.key, "created_by": "nl2sql-assets"}

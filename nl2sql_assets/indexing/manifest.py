@@ -1,0 +1,72 @@
+"""The generation manifest: one record per datasource in the ``<collection>__manifest`` collection.
+
+A record is the datasource's :class:`IndexState`: the live version, the generation readers
+see (``refresh_plan`` explains generations), the tenant, the embedding model key, the chunk
+count and a digest of the live chunk set. Writing one record is a single-record upsert, which
+is what makes the flip of a refresh atomic for readers. Records carry a one-element dummy
+vector: Chroma stores nothing without one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from nl2sql_assets.indexing.chroma_connection import ChromaConnection
+from nl2sql_assets.indexing.models import IndexState, MetadataValue
+
+
+def state_from_metadata(datasource_id: str, meta: Mapping[str, MetadataValue]) -> IndexState:
+    """The state a manifest record holds; missing fields take their empty defaults."""
+    return IndexState(
+        datasource_id=datasource_id, tenant_id=str(meta.get("tenant_id", "default")),
+        live_version=str(meta.get("live_version") or "") or None,
+        generation=int(meta.get("generation", 0)),
+        model_key=str(meta.get("model_key", "")), chunk_count=int(meta.get("chunk_count", 0)),
+        content_digest=str(meta.get("content_digest", "")), updated_at=str(meta.get("updated_at", "")))
+
+
+def state_metadata(state: IndexState) -> dict[str, MetadataValue]:
+    """The manifest record's metadata for ``state`` (Chroma stores no None: no live version is "")."""
+    return {
+        "tenant_id": state.tenant_id, "live_version": state.live_version or "",
+        "generation": state.generation, "model_key": state.model_key,
+        "chunk_count": state.chunk_count, "content_digest": state.content_digest,
+        "updated_at": state.updated_at,
+    }
+
+
+class GenerationManifest:
+    """Reads and writes manifest records through the connection (and so through its breaker)."""
+
+    def __init__(self, connection: ChromaConnection) -> None:
+        self.connection = connection
+
+    def read(self, datasource_ids: Sequence[str] | None = None) -> dict[str, IndexState]:
+        """The states of the given datasources (every datasource when None); absent ones are left out."""
+        manifest = self.connection.manifest_collection(create=False)
+        if manifest is None:
+            return {}
+        ids = list(datasource_ids) if datasource_ids is not None else None
+        if ids == []:
+            return {}
+        res = self.connection.call("read manifest", lambda: manifest.get(ids=ids, include=["metadatas"]))
+        return {rid: state_from_metadata(rid, dict(meta or {}))
+                for rid, meta in zip(res["ids"], res["metadatas"] or [], strict=False)}
+
+    def get(self, datasource_id: str) -> IndexState | None:
+        """One datasource's state; None when it is not indexed."""
+        return self.read([datasource_id]).get(datasource_id)
+
+    def write(self, state: IndexState) -> None:
+        """Store ``state`` as the datasource's record: the atomic flip of a refresh."""
+        manifest = self.connection.manifest_collection(create=True)
+        assert manifest is not None
+        meta = state_metadata(state)
+        self.connection.call("flip live pointer", lambda: manifest.upsert(
+            ids=[state.datasource_id], embeddings=[[1.0]], metadatas=[meta]))
+
+    def delete(self, datasource_id: str) -> None:
+        """Remove the datasource's record (nothing to do when there is no manifest)."""
+        manifest = self.connection.manifest_collection(create=False)
+        if manifest is not None:
+            self.connection.call("delete pointer", lambda: manifest.delete(ids=[datasource_id]))
