@@ -6,7 +6,7 @@ same order, each with the input's ``"id"``. A line that cannot be answered (not 
 question, unknown datasource/tenant/version) gets an error line
 ``{"id": ..., "line": N, "error": "..."}`` instead of a result, and the run goes on (a blank line
 is such a line too, so output line N always answers input line N). The exit status is 0, as
-contract.md says, with the count of error lines on stderr. A missing input file, or ``--batch``
+the command line table of the README says, with the count of error lines on stderr. A missing input file, or ``--batch``
 without ``--out``, is a usage error (exit 2).
 """
 
@@ -21,6 +21,7 @@ from typing import TextIO
 from nl2sql_assets.config import Settings
 from nl2sql_assets.errors import Nl2SqlError, RetrievalError
 from nl2sql_assets.retrieval.models import RetrievalRequest, RetrievalResult
+from nl2sql_assets.retrieval.retriever import SchemaRetriever
 
 BATCH_CHUNK = 64
 _BATCH_FIELDS = ("question", "datasource", "tenant", "schema_version", "evidence")
@@ -118,8 +119,6 @@ def run_batch(retriever, source: TextIO, sink: TextIO) -> tuple[int, int]:  # ty
 
 
 def run(args: argparse.Namespace) -> int:
-    from nl2sql_assets.retrieval.retriever import SchemaRetriever
-
     if args.batch:
         if args.question:
             print("nl2sql-assets retrieve: error: give a question or --batch, not both", file=sys.stderr)

@@ -177,7 +177,7 @@ class JoinGraph:
         return [e for e in self.edges if e.child in inside and e.parent in inside]
 
     def relationships(self, tables: Sequence[int]) -> list[Relationship]:
-        """The join column pairs among ``tables`` as the contract's relationship objects."""
+        """The join column pairs among ``tables`` as the result's relationship objects."""
         return [Relationship(from_table=self.names[e.child], from_columns=list(e.child_columns),
                              to_table=self.names[e.parent], to_columns=list(e.parent_columns),
                              cardinality=e.cardinality)  # type: ignore[arg-type]

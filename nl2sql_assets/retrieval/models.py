@@ -1,4 +1,4 @@
-"""The retriever's values: requests, hints, configuration and the result (contract.md's JSON)."""
+"""The retriever's values: requests, hints, configuration and the result (docs/retrieval-result.md)."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ class Relationship(_Frozen):
 
 
 class RetrievalResult(_Frozen):
-    """What the planner gets (contract.md: "Retrieval result")."""
+    """What the planner gets; its JSON shape is docs/retrieval-result.md."""
 
     question: str
     datasources: list[RankedDatasource] = Field(default_factory=list)
@@ -86,7 +86,7 @@ class RetrievalResult(_Frozen):
     timings_ms: dict[str, float] = Field(default_factory=dict)
 
     def to_json_dict(self) -> dict[str, object]:
-        """The contract's JSON object (``schema`` spelled as in the contract)."""
+        """The result as docs/retrieval-result.md spells it (a table's schema under the key ``schema``)."""
         return self.model_dump(by_alias=True)
 
     def model_dump(self, **kwargs: object) -> dict[str, object]:  # type: ignore[override]

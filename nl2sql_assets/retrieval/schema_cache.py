@@ -1,0 +1,131 @@
+"""The per-(datasource, version) schema cache: a snapshot and the indexes retrieval builds on it.
+
+Resolution is authoritative: tables, columns and keys come from the SchemaStore snapshot (the
+version asked for, else the vector store's live version, else the latest), never from the
+vector store. A snapshot's lexical index, join graph and chunk positions are built once per
+(datasource, version), not per question, and kept in a small LRU (``RetrieverConfig.cache_size``).
+
+The chunk positions are why a search needs no metadata from the vector store: the chunk builder
+names every chunk of a snapshot deterministically, so a hit's id alone places it on a table, a
+column or (a metric) the tables it names.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from nl2sql_assets.errors import SchemaVersionNotFoundError
+from nl2sql_assets.indexing.chunk_builder import build_chunks
+from nl2sql_assets.retrieval import ranking
+from nl2sql_assets.retrieval.models import RetrieverConfig
+from nl2sql_assets.schema.models import SchemaSnapshot
+from nl2sql_assets.schema.protocol import SchemaStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CachedSchema:
+    """What the retriever keeps per (datasource, version)."""
+
+    snapshot: SchemaSnapshot
+    index: ranking.SchemaIndex
+    table_pos: dict[tuple[str, str], int]
+    # chunk id -> ("table", (table index,)), ("column", (column index,)) or ("metric", its tables):
+    # a search hit needs no metadata from the vector store to find its place
+    chunk_pos: dict[str, tuple[str, tuple[int, ...]]]
+
+
+def build_cached(snapshot: SchemaSnapshot, *, infer_joins: bool) -> CachedSchema:
+    """The ranking index of ``snapshot`` and the snapshot position of each of its chunk ids."""
+    index = ranking.build_schema_index(snapshot, infer_joins=infer_joins)
+    table_pos: dict[tuple[str, str], int] = {}
+    column_pos: dict[tuple[str, str, str], int] = {}
+    ci = 0
+    for ti, table in enumerate(snapshot.tables):
+        table_pos[(table.schema_name or "", table.name)] = ti
+        for col in table.columns:
+            column_pos[(table.schema_name or "", table.name, col.name)] = ci
+            ci += 1
+    # the chunk builder names every chunk of this version: the ids the vector store holds
+    chunk_pos: dict[str, tuple[str, tuple[int, ...]]] = {}
+    try:
+        chunks = build_chunks(snapshot).chunks
+    except ValueError as exc:  # the indexer refused it too (duplicate ids): nothing is indexed
+        log.warning("datasource %s: no chunks for version %s (%s)", snapshot.datasource.id,
+                    snapshot.schema_version, exc)
+        chunks = []
+    for chunk in chunks:
+        if chunk.type == "schema.table":
+            ti = table_pos.get((chunk.schema_name or "", chunk.table))
+            if ti is not None:
+                chunk_pos[chunk.id] = ("table", (ti,))
+        elif chunk.type == "schema.column":
+            found = column_pos.get((chunk.schema_name or "", chunk.table, chunk.column))
+            if found is not None:
+                chunk_pos[chunk.id] = ("column", (found,))
+        elif chunk.type == "schema.metric":
+            tables = tuple(i for name in chunk.tables for (_, n), i in table_pos.items() if n == name)
+            if tables:
+                chunk_pos[chunk.id] = ("metric", tables)
+    return CachedSchema(snapshot, index, table_pos, chunk_pos)
+
+
+class SchemaCache:
+    """Snapshots resolved from the SchemaStore, with their indexes, in an LRU (thread-safe).
+
+    Args:
+        store: the authoritative snapshots.
+        config: ``cache_size`` and ``infer_joins`` are read from it.
+    """
+
+    def __init__(self, store: SchemaStore, config: RetrieverConfig) -> None:
+        self.store = store
+        self.config = config
+        self._entries: OrderedDict[tuple[str, str], CachedSchema] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def resolve(self, datasource: str, version: str | None, live: str | None) -> CachedSchema:
+        """The snapshot (asked version, else live, else latest) and its indexes, from the LRU.
+
+        A live version the store lacks falls back to the latest; an asked one raises
+        :class:`SchemaVersionNotFoundError`.
+        """
+        if version is None:
+            version = live
+        if version is not None:
+            key = (datasource, version)
+            with self._lock:
+                hit = self._entries.get(key)
+                if hit is not None:
+                    self._entries.move_to_end(key)
+                    return hit
+            try:
+                snapshot = self.store.get_snapshot(datasource, version)
+            except SchemaVersionNotFoundError:
+                if version != live:
+                    raise
+                snapshot = self._latest(datasource)
+        else:
+            snapshot = self._latest(datasource)
+        key = (datasource, str(snapshot.schema_version))
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None:
+                self._entries.move_to_end(key)
+                return hit
+        cached = build_cached(snapshot, infer_joins=self.config.infer_joins)
+        with self._lock:
+            self._entries[key] = cached
+            while len(self._entries) > self.config.cache_size:
+                self._entries.popitem(last=False)
+        return cached
+
+    def _latest(self, datasource: str) -> SchemaSnapshot:
+        snapshot = self.store.get_latest(datasource)
+        if snapshot is None:
+            raise SchemaVersionNotFoundError(datasource, None)
+        return snapshot
