@@ -191,7 +191,7 @@ def test_adapters_read_the_demo(demo_home: Path) -> None:
     """Through the product's own adapters: 25+ tables, keys, documentation and PII flags."""
     from datetime import UTC, datetime
 
-    from nl2sql_assets.adapters.base import open_adapter
+    from nl2sql_assets.adapters import open_adapter
 
     snapshots = {}
     for config in load_datasources(demo_home / "datasources.yaml"):
