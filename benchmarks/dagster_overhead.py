@@ -4,7 +4,7 @@ Generates ``--datasources`` small SQLite databases (default 50; 4 tables each, f
 a few rows) and indexes the same data twice, each path in its own fresh ``NL2SQL_HOME``
 (schema store, embedding cache, Chroma) so neither profits from the other's caches:
 
-- ``plain``: :func:`nl2sql_assets.indexing.orchestrator.index_datasource` per datasource, one
+- ``plain``: :func:`nl2sql_assets.pipeline.index.index_datasource` per datasource, one
   embedding service for all (what tests and the library use, no Dagster);
 - ``dagster``: what ``nl2sql-assets index`` does: drift detection, one partition per datasource
   and one in-process ``index_job`` run each, recorded on a SQLite Dagster instance
@@ -85,7 +85,7 @@ def use_home(home: Path, dagster_home: Path | None = None) -> None:
 def run_plain(home: Path) -> dict[str, object]:
     from nl2sql_assets.config import Settings, load_datasources
     from nl2sql_assets.indexing.embeddings import build_embedding_service
-    from nl2sql_assets.indexing.orchestrator import index_datasource
+    from nl2sql_assets.pipeline.index import index_datasource
     from nl2sql_assets.indexing.vector_store import build_vector_store
     from nl2sql_assets.schema.store import build_schema_store
 
@@ -138,7 +138,8 @@ def run_dagster_on_postgres(home: Path, server_url: str) -> dict[str, object]:
 
 def run_dagster(home: Path, dagster_home: Path | None = None) -> dict[str, object]:
     from nl2sql_assets.config import Settings
-    from nl2sql_assets.defs.runner import IndexResources, prepare_instance, run_index
+    from nl2sql_assets.app.instance import prepare_instance
+    from nl2sql_assets.app.runner import IndexResources, run_index
 
     use_home(home, dagster_home)
     settings = Settings.from_env()

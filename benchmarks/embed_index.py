@@ -45,7 +45,7 @@ from nl2sql_assets.indexing.chunk_builder import build_chunks
 from nl2sql_assets.indexing.embedding_cache import EmbeddingCache
 from nl2sql_assets.indexing.embeddings import EmbeddingService
 from nl2sql_assets.indexing.onnx_minilm import OnnxMiniLMEmbedder
-from nl2sql_assets.indexing.orchestrator import index_datasource
+from nl2sql_assets.pipeline.index import index_datasource
 from nl2sql_assets.indexing.vector_store import build_vector_store
 from nl2sql_assets.schema.store import build_schema_store
 

@@ -9,7 +9,7 @@ Usage::
 BIRD mode builds the SQLite files with the dataset's ``make_sqlite.py`` into the work folder,
 writes a datasources file (one datasource per ``db_id``; BIRD's column descriptions passed as
 ``annotations``, the product's data-dictionary feature; no other hand-made text), indexes them
-through the product (``index_datasource``, the orchestrator path the Dagster assets also take)
+through the product (``pipeline.index.index_datasource``: the pipeline steps the Dagster assets run)
 and asks every question (question + evidence) scoped to its database and pooled across all of
 them (routing). Gold mode creates the bundled demo datasources (``nl2sql_assets.demo``) and asks
 the gold questions the same way.
@@ -73,7 +73,7 @@ def _demo_datasources(gold: Path, work: Path) -> tuple[Path, list[dict[str, obje
 def _index(settings, datasources_path: Path) -> None:  # type: ignore[no-untyped-def]
     from nl2sql_assets.config import load_datasources
     from nl2sql_assets.indexing.embeddings import build_embedding_service
-    from nl2sql_assets.indexing.orchestrator import index_datasource
+    from nl2sql_assets.pipeline.index import index_datasource
     from nl2sql_assets.indexing.vector_store import build_vector_store
     from nl2sql_assets.schema.store import build_schema_store
 

@@ -1,8 +1,9 @@
 """Settings from the environment and the datasources file.
 
-Owns the contract's configuration table (``NL2SQL_HOME``, ``NL2SQL_DATASOURCES``, ...),
-the datasources-file schema, ``${VAR}`` expansion in URLs and credential redaction.
-Nothing here connects to anything.
+Owns the one configuration schema (every variable of docs/configuration.md: ``NL2SQL_HOME``,
+``NL2SQL_DATASOURCES``, ...), the datasources-file schema (docs/datasources-file.md),
+``${VAR}`` expansion in URLs and credential redaction. Nothing here connects to anything,
+and nothing here writes the environment.
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ from nl2sql_assets.errors import ConfigError
 DATASOURCE_ID_RE = re.compile(r"^[a-z0-9_]+$")
 TENANT_ID_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+DEFAULT_KEEP_VERSIONS = 3
 _URL_PASSWORD_RE = re.compile(r"(?P<pre>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)(?P<pw>[^@\s]+)(?P<post>@)")
 
 
 class Settings(BaseModel):
-    """Everything the environment configures (contract.md), resolved once."""
+    """Everything the environment configures (docs/configuration.md), resolved once."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -40,10 +42,11 @@ class Settings(BaseModel):
     chroma_host: str | None = None
     chroma_port: int = 8000
     schema_store_url: str
+    keep_versions: int = DEFAULT_KEEP_VERSIONS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """Read the contract's variables; an invalid value raises ConfigError naming it."""
+        """Read every variable of docs/configuration.md; an invalid value raises ConfigError naming it."""
         env = os.environ if env is None else env
         home = Path(env.get("NL2SQL_HOME") or ".nl2sql").expanduser().absolute()
         provider = (env.get("EMBEDDING_PROVIDER") or "local").strip().lower()
@@ -63,6 +66,14 @@ class Settings(BaseModel):
             raise ConfigError(f"must be a TCP port number, got {port_text!r}",
                               source="environment", field="CHROMA_PORT") from None
         key = env.get("OPENAI_API_KEY")
+        keep_text = env.get("NL2SQL_KEEP_VERSIONS") or str(DEFAULT_KEEP_VERSIONS)
+        try:
+            keep = int(keep_text)
+        except ValueError:
+            keep = 0
+        if keep < 1:
+            raise ConfigError(f"must be a whole number >= 1, got {keep_text!r}", source="environment",
+                              field="NL2SQL_KEEP_VERSIONS")
         return cls(
             home=home,
             datasources_path=Path(env.get("NL2SQL_DATASOURCES") or home / "datasources.yaml").expanduser().absolute(),
@@ -75,7 +86,21 @@ class Settings(BaseModel):
             chroma_host=env.get("CHROMA_HOST") or None,
             chroma_port=port,
             schema_store_url=env.get("SCHEMA_STORE_URL") or f"sqlite:///{home / 'schema_store.db'}",
+            keep_versions=keep,
         )
+
+    @classmethod
+    def of(cls, **values: object) -> Settings:
+        """Settings from explicit values (a resource's fields), with the same defaults and checks
+        as :meth:`from_env`; reads no environment. ``None`` means the default.
+
+        >>> Settings.of(home="/tmp/h", keep_versions=2).schema_store_url
+        'sqlite:////tmp/h/schema_store.db'
+        """
+        unknown = set(values) - set(_ENV_NAMES)
+        if unknown:
+            raise TypeError(f"unknown settings: {sorted(unknown)}")
+        return cls.from_env({_ENV_NAMES[k]: str(v) for k, v in values.items() if v is not None})
 
     @property
     def chroma_path(self) -> Path:
@@ -84,6 +109,21 @@ class Settings(BaseModel):
     @property
     def cache_path(self) -> Path:
         return self.home / "cache"
+
+    @property
+    def metrics_path(self) -> Path:
+        """Where ``nl2sql-assets index`` writes its metrics (Prometheus node-exporter textfile format)."""
+        return self.home / "metrics.prom"
+
+
+#: Each setting's environment variable.
+_ENV_NAMES = {
+    "home": "NL2SQL_HOME", "datasources_path": "NL2SQL_DATASOURCES", "dagster_home": "DAGSTER_HOME",
+    "embedding_provider": "EMBEDDING_PROVIDER", "embedding_model": "EMBEDDING_MODEL",
+    "openai_api_key": "OPENAI_API_KEY", "openai_base_url": "OPENAI_BASE_URL", "enrichment": "ENRICHMENT",
+    "chroma_host": "CHROMA_HOST", "chroma_port": "CHROMA_PORT", "schema_store_url": "SCHEMA_STORE_URL",
+    "keep_versions": "NL2SQL_KEEP_VERSIONS",
+}
 
 
 class MetricConfig(BaseModel):
@@ -113,7 +153,7 @@ class Annotations(BaseModel):
 
 
 class DatasourceConfig(BaseModel):
-    """One entry of the datasources file (contract.md)."""
+    """One entry of the datasources file (docs/datasources-file.md)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

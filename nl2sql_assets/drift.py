@@ -22,7 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nl2sql_assets.adapters.base import datasource_info, open_adapter
+from nl2sql_assets.adapters import datasource_info, open_adapter
 from nl2sql_assets.adapters.failures import secrets_of
 from nl2sql_assets.config import DatasourceConfig, redact_text
 from nl2sql_assets.errors import DatasourceError, Nl2SqlError

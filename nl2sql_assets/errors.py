@@ -148,3 +148,39 @@ class UnobservedVersionError(Nl2SqlError):
         )
         self.datasource_id = datasource_id
         self.schema_version = schema_version
+
+
+class RedundantVersionError(Nl2SqlError):
+    """A partition whose structure is already registered under another version (a race lost)."""
+
+    def __init__(self, datasource_id: str, schema_version: str, registered_as: str) -> None:
+        super().__init__(
+            f"datasource '{datasource_id}': this structure is already registered as version "
+            f"'{registered_as}' (another run got there first); partition '{schema_version}' "
+            "is redundant and was not registered"
+        )
+        self.datasource_id = datasource_id
+        self.schema_version = schema_version
+        self.registered_as = registered_as
+
+
+class StaleVersionError(Nl2SqlError):
+    """A version older than the latest registered one: it is never made live again."""
+
+    def __init__(self, datasource_id: str, schema_version: str, latest_version: str) -> None:
+        super().__init__(
+            f"datasource '{datasource_id}': version '{schema_version}' is not the latest registered "
+            f"version ('{latest_version}'); an older version is never made live again"
+        )
+        self.datasource_id = datasource_id
+        self.schema_version = schema_version
+        self.latest_version = latest_version
+
+
+class UncheckedChunksError(Nl2SqlError):
+    """A chunk set the blocking checks would refuse, or one other than the set they approved."""
+
+    def __init__(self, datasource_id: str, schema_version: str, message: str) -> None:
+        super().__init__(f"datasource '{datasource_id}' version '{schema_version}': {message}")
+        self.datasource_id = datasource_id
+        self.schema_version = schema_version

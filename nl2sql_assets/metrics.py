@@ -1,6 +1,6 @@
 """Counters and timings for indexing and retrieval, exported in the Prometheus text format.
 
-The seed design emitted no metrics. Components take an optional :class:`MetricsRegistry`
+The first design emitted no metrics. Components take an optional :class:`MetricsRegistry`
 (created by whoever composes them; no global registry) and record what an operator wants
 to graph: chunks embedded vs cached, refresh and retrieval latencies, fallbacks, breaker
 state changes. ``write_textfile`` writes the node-exporter textfile format, so a standard

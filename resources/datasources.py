@@ -1,4 +1,4 @@
-"""The ``datasources`` resource: the datasources file (contract.md), read when needed.
+"""The ``datasources`` resource: the datasources file (docs/datasources-file.md), read when needed.
 
 The file is re-read on every :meth:`DatasourcesResource.load`, so a sensor tick sees
 datasources added since the last one. URLs keep their ``${VAR}`` references until an
@@ -7,30 +7,22 @@ adapter opens them; nothing here resolves or shows a credential.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import dagster as dg
 from pydantic import Field
 
-from nl2sql_assets.config import DatasourceConfig, Settings, load_datasources
+from nl2sql_assets.config import DatasourceConfig, load_datasources
 from nl2sql_assets.errors import UnknownDatasourceError
-from resources._settings import resolve_settings
 
 
 class DatasourcesResource(dg.ConfigurableResource):
-    """Where the datasources file is; ``None`` means ``NL2SQL_DATASOURCES`` or its default."""
+    """Where the datasources file is."""
 
-    path: str | None = Field(
-        default=None,
-        description="Path of the datasources file. Default: NL2SQL_DATASOURCES, else $NL2SQL_HOME/datasources.yaml.",
-    )
-
-    def settings(self) -> Settings:
-        return resolve_settings(datasources_path=Path(self.path).expanduser().absolute() if self.path else None)
+    path: str = Field(description="Path of the datasources file (NL2SQL_DATASOURCES, default "
+                                  "$NL2SQL_HOME/datasources.yaml).")
 
     def load(self) -> list[DatasourceConfig]:
         """Every datasource in the file. Raises ConfigError naming the entry and field."""
-        return load_datasources(self.settings().datasources_path)
+        return load_datasources(self.path)
 
     def get(self, datasource_id: str) -> DatasourceConfig:
         """One datasource by id. Raises UnknownDatasourceError listing the known ones."""

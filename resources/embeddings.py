@@ -6,42 +6,34 @@ one resource object across all its runs, so the model loads once per command.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Literal
 
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
 from nl2sql_assets.config import Settings
-from resources._settings import resolve_settings
-
-if TYPE_CHECKING:
-    from nl2sql_assets.indexing.embeddings import EmbeddingService
+from nl2sql_assets.indexing.embeddings import EmbeddingService, build_embedding_service
 
 
 class EmbeddingsResource(dg.ConfigurableResource):
-    """Which embedding provider and model; every ``None`` field comes from the environment."""
+    """Which embedding provider and model, and where the embedding cache lives."""
 
-    provider: str | None = Field(
-        default=None, description="local (ONNX all-MiniLM-L6-v2, offline) or openai. Default: EMBEDDING_PROVIDER, else local.",
-    )
-    model: str | None = Field(default=None, description="Model name. Default: EMBEDDING_MODEL, else the provider's default.")
+    provider: Literal["local", "openai"] = Field(
+        default="local", description="local (ONNX all-MiniLM-L6-v2, offline) or openai (EMBEDDING_PROVIDER).")
+    model: str | None = Field(default=None, description="Model name (EMBEDDING_MODEL); default: the provider's.")
     openai_api_key: str | None = Field(
-        default=None, description="OpenAI API key; set it as an EnvVar (OPENAI_API_KEY), never as a literal.",
-    )
-    openai_base_url: str | None = Field(default=None, description="Default: OPENAI_BASE_URL.")
+        default=None, description="OpenAI API key; bound as EnvVar('OPENAI_API_KEY'), never as a literal.")
+    openai_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint (OPENAI_BASE_URL).")
+    home: str = Field(default=".nl2sql", description="NL2SQL_HOME: the embedding cache is its cache/ folder.")
     _service: EmbeddingService | None = PrivateAttr(default=None)
 
     def settings(self) -> Settings:
-        return resolve_settings(
-            embedding_provider=self.provider, embedding_model=self.model,
-            openai_api_key=self.openai_api_key, openai_base_url=self.openai_base_url,
-        )
+        return Settings.of(home=self.home, embedding_provider=self.provider, embedding_model=self.model,
+                           openai_api_key=self.openai_api_key, openai_base_url=self.openai_base_url)
 
     def get_service(self) -> EmbeddingService:
         """The service (model loaded on first use), kept for the life of this resource."""
         if self._service is None:
-            from nl2sql_assets.indexing.embeddings import build_embedding_service
-
             self._service = build_embedding_service(self.settings())
         return self._service
 

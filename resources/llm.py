@@ -7,44 +7,35 @@ Enrichment never fails indexing: :meth:`LLMResource.factory` is handed to
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Literal
 
 import dagster as dg
 from pydantic import Field
 
 from nl2sql_assets.config import Settings
-from resources._settings import resolve_settings
-
-if TYPE_CHECKING:
-    from nl2sql_assets.indexing.enrichment import ChatClient
+from nl2sql_assets.indexing.enrichment import ChatClient, build_llm
 
 
 class LLMResource(dg.ConfigurableResource):
-    """Enrichment switch and OpenAI client settings; ``None`` fields come from the environment."""
+    """Enrichment switch and OpenAI client settings."""
 
-    enrichment: str | None = Field(default=None, description="off or openai. Default: ENRICHMENT, else off.")
+    enrichment: Literal["off", "openai"] = Field(default="off", description="off or openai (ENRICHMENT).")
     openai_api_key: str | None = Field(
-        default=None, description="OpenAI API key; set it as an EnvVar (OPENAI_API_KEY), never as a literal.",
-    )
-    openai_base_url: str | None = Field(default=None, description="Default: OPENAI_BASE_URL.")
-
-    def settings(self) -> Settings:
-        return resolve_settings(enrichment=self.enrichment, openai_api_key=self.openai_api_key,
-                                openai_base_url=self.openai_base_url)
+        default=None, description="OpenAI API key; bound as EnvVar('OPENAI_API_KEY'), never as a literal.")
+    openai_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint (OPENAI_BASE_URL).")
 
     @property
     def enabled(self) -> bool:
-        return self.settings().enrichment != "off"
+        return self.enrichment != "off"
 
     def factory(self) -> Callable[[], ChatClient | None] | None:
         """What ``enrich_schema_snapshot`` expects: None when enrichment is off, else a builder."""
-        settings = self.settings()
-        if settings.enrichment == "off":
+        if not self.enabled:
             return None
+        settings = Settings.of(enrichment=self.enrichment, openai_api_key=self.openai_api_key,
+                               openai_base_url=self.openai_base_url)
 
         def build() -> ChatClient | None:
-            from nl2sql_assets.indexing.enrichment import build_llm
-
             return build_llm(settings)
 
         return build

@@ -10,25 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 import dagster as dg
 from pydantic import BaseModel, ConfigDict, Field
 
+from nl2sql_assets.app.runner import IndexResources
 from nl2sql_assets.config import Settings, load_datasources
-from nl2sql_assets.defs.partitions import KEY_SEPARATOR, PARTITIONS_NAME, partition_key
-from nl2sql_assets.defs.runner import IndexResources
-from nl2sql_assets.defs.verify import chunk_set_hash, compare_ids
 from nl2sql_assets.errors import Nl2SqlError, UnknownDatasourceError
 from nl2sql_assets.indexing.chunk_builder import build_chunks
-from nl2sql_assets.indexing.models import CHUNK_TYPES
+from nl2sql_assets.indexing.models import CHUNK_TYPES, IndexState
+from nl2sql_assets.indexing.vector_store import VectorStore
+from nl2sql_assets.pipeline.keys import partition_key, versions_of
+from nl2sql_assets.pipeline.names import ASSET_NAMES, CHROMA_COLLECTION, PARTITIONS_NAME
+from nl2sql_assets.pipeline.verify import chunk_set_hash, compare_ids
+from nl2sql_assets.schema.protocol import SchemaStore
 
-if TYPE_CHECKING:
-    from nl2sql_assets.indexing.models import IndexState
-    from nl2sql_assets.indexing.vector_store import ChromaVectorStore
-    from nl2sql_assets.schema.protocol import SchemaStore
-
-ASSET_NAMES = ("schema_snapshot", "enriched_snapshot", "schema_chunks", "chroma_collection")
 MAX_IDS_SHOWN = 10
 
 
@@ -158,15 +154,14 @@ def build_audit(
             res.close()
 
 
-def _audit_one(ds: str, store: SchemaStore, vectors: ChromaVectorStore, state: IndexState | None,
+def _audit_one(ds: str, store: SchemaStore, vectors: VectorStore, state: IndexState | None,
                instance: dg.DagsterInstance, partitions: Sequence[str], *, in_file: bool) -> DatasourceAudit:
     problems: list[str] = []
     warnings: list[str] = []
     stored = store.list_versions(ds)
     latest = stored[-1].schema_version if stored else None
     live = state.live_version if state is not None else None
-    prefix = ds + KEY_SEPARATOR
-    partition_versions = [p[len(prefix):] for p in partitions if p.startswith(prefix)]
+    partition_versions = versions_of(ds, list(partitions))
     if not in_file:
         warnings.append("not in the datasources file")
 
@@ -214,7 +209,7 @@ def _audit_one(ds: str, store: SchemaStore, vectors: ChromaVectorStore, state: I
     store_versions = {v.schema_version for v in stored}
     for version in sorted(set(partition_versions) | store_versions | ({live} if live else set())):
         in_vectors = version == live or bool(vectors.list_ids(ds, version))
-        run = _latest_materialization(instance, "chroma_collection", partition_key(ds, version)) \
+        run = _latest_materialization(instance, CHROMA_COLLECTION, partition_key(ds, version)) \
             if version in partition_versions else None
         versions[version] = VersionEntry(
             schema_version=version, live=version == live, in_schema_store=version in store_versions,

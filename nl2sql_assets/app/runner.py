@@ -2,123 +2,69 @@
 
 Same definitions as the UI and the sensor: drift detection, then for every new structure a
 new partition and an ``index_job`` run for it, recorded on the configured Dagster instance
-(``DAGSTER_HOME``). The resources are created once per command and shared by all its runs,
-so the embedding model loads once however many datasources changed.
+(``DAGSTER_HOME``). The resources are built once per command by the same function the code
+location uses (:func:`resources.build_resources`) and shared by all its runs, so the
+embedding model loads once however many datasources changed.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import sqlite3
+import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import ExitStack, closing, contextmanager
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import dagster as dg
 from pydantic import BaseModel, ConfigDict
 
+from nl2sql_assets.app.instance import process_tags, release_dead_runs, sqlite_kept_open
 from nl2sql_assets.config import DatasourceConfig, Settings, load_datasources
 from nl2sql_assets.defs.definitions import build_definitions
-from nl2sql_assets.defs.partitions import PARTITIONS_NAME
-from nl2sql_assets.defs.planning import IndexRequest, plan_index, repair_request
+from nl2sql_assets.drift import check_drift
 from nl2sql_assets.errors import Nl2SqlError, UnknownDatasourceError
+from nl2sql_assets.pipeline.names import INDEX_JOB, PARTITIONS_NAME, RESOURCE_KEYS
+from nl2sql_assets.pipeline.planning import IndexRequest, plan_index, repair_request
+from nl2sql_assets.schema.protocol import SchemaStore
+from resources import build_resources, close_resources, resolve_env_vars
 from resources.datasources import DatasourcesResource
 from resources.embeddings import EmbeddingsResource
 from resources.llm import LLMResource
 from resources.schema_store import SchemaStoreResource
 from resources.vector_store import VectorStoreResource
 
-if TYPE_CHECKING:
-    from nl2sql_assets.schema.protocol import SchemaStore
-
-PACKAGED_DAGSTER_YAML = Path(__file__).with_name("dagster.yaml")
-HOST_TAG = "nl2sql/host"
-PID_TAG = "nl2sql/pid"
+log = logging.getLogger(__name__)
 IndexStatus = Literal["new_version", "metadata_refresh", "repair", "unchanged", "failed"]
 
 
-def prepare_instance(settings: Settings) -> dg.DagsterInstance:
-    """The Dagster instance in ``settings.dagster_home``, created with the embedded default
-    ``dagster.yaml`` when the folder has none; sets ``DAGSTER_HOME`` for this process."""
-    home = settings.dagster_home
-    home.mkdir(parents=True, exist_ok=True)
-    target = home / "dagster.yaml"
-    if not target.exists():
-        shutil.copyfile(PACKAGED_DAGSTER_YAML, target)
-    os.environ["DAGSTER_HOME"] = str(home)
-    return dg.DagsterInstance.get()
-
-
-def sqlite_instance_files(instance: dg.DagsterInstance) -> list[Path]:
-    """The instance's shared SQLite files (runs, event-log index, schedules); [] on other storage."""
-    found: list[Path] = []
-    for storage in (instance.run_storage, instance.schedule_storage):
-        conn_string = getattr(storage, "_conn_string", None)
-        if isinstance(conn_string, str) and conn_string.startswith("sqlite:///"):
-            found.append(Path(conn_string.removeprefix("sqlite:///")))
-    path_for_shard = getattr(instance.event_log_storage, "path_for_shard", None)
-    if callable(path_for_shard) and type(instance.event_log_storage).__name__.startswith("Sqlite"):
-        found.append(Path(path_for_shard("index")))
-    return [p for p in found if p.exists()]
-
-
-@contextmanager
-def sqlite_kept_open(instance: dg.DagsterInstance) -> Iterator[None]:
-    """Hold one idle connection to each shared SQLite file of the instance while runs execute.
-
-    Dagster's SQLite storages open a new connection for every read and write (``NullPool``) in
-    WAL mode, and SQLite checkpoints the WAL and deletes it whenever the *last* connection to a
-    file closes: with nobody else holding the file, every one of the ~150 storage calls of a
-    run paid a checkpoint, two file deletions and their journal syncs (~5 ms each on this
-    disk). An idle connection here makes every other close cheap; it holds no lock (no open
-    transaction), so the daemon, the webserver and other commands read and write as before,
-    and durability is unchanged (commits still sync the WAL). Nothing to do on PostgreSQL.
-    """
-    with ExitStack() as stack:
-        for path in sqlite_instance_files(instance):
-            try:
-                conn = stack.enter_context(closing(sqlite3.connect(path, timeout=30)))
-                # a read maps the WAL index: from here on this connection counts as open (no
-                # transaction stays open: the sqlite3 module begins none for a SELECT)
-                conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
-            except sqlite3.Error:
-                continue  # only a speed-up: the runs work the same without it
-        yield
-
-
 class IndexResources:
-    """The five resources for in-process runs, built from one Settings and shared by every run."""
+    """The five resources of one command, built by :func:`resources.build_resources` with their
+    ``EnvVar`` secrets resolved, and shared by every run of the command."""
 
-    def __init__(self, settings: Settings, *, embeddings: EmbeddingsResource | None = None,
-                 keep_versions: int | None = None) -> None:
-        self.settings = settings
-        self.datasources = DatasourcesResource(path=str(settings.datasources_path))
-        self.schema_store = SchemaStoreResource(url=settings.schema_store_url)
-        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-        self.embeddings = embeddings or EmbeddingsResource(
-            provider=settings.embedding_provider, model=settings.embedding_model,
-            openai_api_key=key, openai_base_url=settings.openai_base_url)
-        self.vector_store = VectorStoreResource(chroma_host=settings.chroma_host, chroma_port=settings.chroma_port,
-                                                keep_versions=keep_versions)
-        self.llm = LLMResource(enrichment=settings.enrichment, openai_api_key=key,
-                               openai_base_url=settings.openai_base_url)
+    datasources: DatasourcesResource
+    schema_store: SchemaStoreResource
+    embeddings: EmbeddingsResource
+    vector_store: VectorStoreResource
+    llm: LLMResource
+
+    def __init__(self, settings: Settings, **overrides: dg.ConfigurableResource) -> None:
+        unknown = set(overrides) - set(RESOURCE_KEYS)
+        if unknown:
+            raise TypeError(f"unknown resources: {sorted(unknown)}")
+        built = {**build_resources(settings), **overrides}
+        self._resources = {k: resolve_env_vars(r) for k, r in built.items()}
+        for key, resource in self._resources.items():
+            setattr(self, key, resource)
 
     def as_dict(self) -> dict[str, dg.ConfigurableResource]:
-        return {"datasources": self.datasources, "schema_store": self.schema_store,
-                "embeddings": self.embeddings, "vector_store": self.vector_store, "llm": self.llm}
+        return dict(self._resources)
 
     def hardcoded(self) -> dict[str, dg.ResourceDefinition]:
         """The same objects for Dagster: not re-initialized per run (one model load per command)."""
-        return {k: dg.ResourceDefinition.hardcoded_resource(v) for k, v in self.as_dict().items()}
+        return {k: dg.ResourceDefinition.hardcoded_resource(v) for k, v in self._resources.items()}
 
     def close(self) -> None:
-        for resource in (self.vector_store, self.embeddings, self.schema_store):
-            resource.close()
+        close_resources(self._resources)
 
 
 class IndexResult(BaseModel):
@@ -207,6 +153,9 @@ def run_index(
         extra_resources: resource overrides by key (tests).
         log_level: what Dagster's console logger prints (the event log keeps everything).
 
+    When runs were executed, the vector store's metrics (refresh counts and latencies, errors,
+    breaker state) are written to ``settings.metrics_path`` in the Prometheus textfile format.
+
     Returns:
         One result per selected datasource, in datasource order.
 
@@ -214,8 +163,6 @@ def run_index(
         ConfigError: the datasources file is missing or invalid.
         UnknownDatasourceError: a named datasource is not in the file.
     """
-    from nl2sql_assets.drift import check_drift
-
     configs = select_datasources(load_datasources(settings.datasources_path), datasource_ids)
     own = resources is None
     res = resources or IndexResources(settings)
@@ -235,10 +182,12 @@ def run_index(
             instance.add_dynamic_partitions(PARTITIONS_NAME, sorted({r.partition_key for r in requests}))
             overrides: dict[str, object] = dict(res.hardcoded())
             overrides.update(extra_resources or {})
-            job = build_definitions(overrides).resolve_job_def("index_job")
+            job = build_definitions(overrides).resolve_job_def(INDEX_JOB)
             with sqlite_kept_open(instance):
                 for request in requests:
                     results[request.datasource_id] = _execute(job, instance, request, log_level)
+            res.vector_store.metrics.write_textfile(settings.metrics_path)
+            log.info("metrics written to %s", settings.metrics_path)
         order = {c.id: i for i, c in enumerate(configs)}
         return sorted(results.values(), key=lambda r: order.get(r.datasource_id, len(order)))
     finally:
@@ -264,49 +213,6 @@ def _repairs(res: IndexResources, store: SchemaStore, unchanged: list[IndexResul
         out.append(repair_request(result.datasource_id, result.schema_version, snapshot.fingerprint,
                                   snapshot.metadata_hash, attempt=str(int(time.time()))))
     return out
-
-
-def process_tags() -> dict[str, str]:
-    """Where an in-process run executes, so a later command can tell when it died."""
-    return {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def release_dead_runs(instance: dg.DagsterInstance, pool: str = "nl2sql_index") -> list[str]:
-    """Free pool slots held by runs that can no longer release them; returns their run ids.
-
-    An in-process run killed hard (SIGKILL, power loss) keeps its ``nl2sql_index`` slot and
-    stays "started" forever, and every later run would wait for the slot. A slot is released
-    when its run is finished or gone, or when the run was executed on this host by a process
-    that no longer exists (the run is then marked failed). Runs of other hosts, and runs
-    launched by the daemon (whose run monitoring handles them), are left alone.
-    """
-    storage = instance.event_log_storage
-    if not storage.supports_global_concurrency_limits:
-        return []
-    info = storage.get_concurrency_info(pool)
-    released: list[str] = []
-    for run_id in sorted(info.active_run_ids | info.pending_run_ids | info.assigned_run_ids):
-        run = instance.get_run_by_id(run_id)
-        dead = run is None or run.is_finished
-        if not dead and run is not None and run.tags.get(HOST_TAG) == socket.gethostname():
-            pid = run.tags.get(PID_TAG, "")
-            if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
-                instance.report_run_failed(run, message=f"process {pid} that executed this run is gone")
-                dead = True
-        if dead:
-            storage.free_concurrency_slots_for_run(run_id)
-            released.append(run_id)
-    return released
 
 
 def _execute(job: dg.JobDefinition, instance: dg.DagsterInstance, request: IndexRequest,

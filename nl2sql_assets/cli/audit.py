@@ -9,14 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from nl2sql_assets.config import Settings
+from nl2sql_assets.app.audit import build_audit, format_audit
+from nl2sql_assets.app.instance import prepare_instance
+from nl2sql_assets.cli.environment import command_settings
 
 
 def run(args: argparse.Namespace) -> int:
-    from nl2sql_assets.defs.audit import build_audit, format_audit
-    from nl2sql_assets.defs.runner import prepare_instance
-
-    settings = Settings.from_env()
+    settings = command_settings()
     instance = prepare_instance(settings)
     try:
         report = build_audit(settings, instance, list(args.datasource or []))

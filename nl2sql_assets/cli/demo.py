@@ -10,17 +10,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from nl2sql_assets.cli.environment import command_settings
+from nl2sql_assets.cli.index import index_and_report
 from nl2sql_assets.config import Settings
+from nl2sql_assets.demo import DEMO_QUESTIONS, create_demo
 from nl2sql_assets.errors import Nl2SqlError
+from nl2sql_assets.retrieval.retriever import SchemaRetriever
 
 SAMPLE_QUESTIONS = 3
 
 
 def _print_retrievals(settings: Settings) -> None:
     """A few demo questions through the staged retriever."""
-    from nl2sql_assets.demo import DEMO_QUESTIONS
-    from nl2sql_assets.retrieval.retriever import SchemaRetriever
-
     with SchemaRetriever.from_settings(settings) as retriever:
         for item in DEMO_QUESTIONS[:SAMPLE_QUESTIONS]:
             try:
@@ -33,10 +34,7 @@ def _print_retrievals(settings: Settings) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nl2sql_assets.cli.index import index_and_report
-    from nl2sql_assets.demo import create_demo
-
-    settings = Settings.from_env()
+    settings = command_settings()
     path = Path(create_demo(settings.home, datasources_path=settings.datasources_path))
     print(f"demo datasources: {path}")
     status = index_and_report(settings, [], getattr(args, "verbose", 0))

@@ -2,7 +2,7 @@
 
 Prints one line per datasource (new / unchanged / changed with the short structural diff /
 metadata changed / failed: why), or with ``--json`` a JSON list of the results. Exit status
-is 0 even when a datasource failed (contract.md): drift reports, ``index`` acts.
+is 0 even when a datasource failed (README, "Command line"): drift reports, ``index`` acts.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from nl2sql_assets.app.instance import prepare_instance
+from nl2sql_assets.app.runner import run_index
+from nl2sql_assets.cli.environment import command_settings
 from nl2sql_assets.config import Settings
 
 
@@ -25,8 +28,6 @@ def dagster_log_level(verbosity: int) -> str:
 
 def index_and_report(settings: Settings, datasource_ids: list[str], verbosity: int = 0) -> int:
     """Index, print one line per datasource, and return the exit status (shared with ``demo``)."""
-    from nl2sql_assets.defs.runner import prepare_instance, run_index
-
     instance = prepare_instance(settings)
     try:
         results = run_index(settings, datasource_ids, instance=instance, log_level=dagster_log_level(verbosity))
@@ -44,4 +45,4 @@ def index_and_report(settings: Settings, datasource_ids: list[str], verbosity: i
 
 
 def run(args: argparse.Namespace) -> int:
-    return index_and_report(Settings.from_env(), list(args.datasource or []), getattr(args, "verbose", 0))
+    return index_and_report(command_settings(), list(args.datasource or []), getattr(args, "verbose", 0))

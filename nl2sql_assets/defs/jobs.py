@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import dagster as dg
 
-from nl2sql_assets.defs.assets import ASSET_GROUP
+from nl2sql_assets.pipeline.names import ASSET_GROUP, INDEX_JOB, JOB_TAG
 
 index_job = dg.define_asset_job(
-    name="index_job",
+    name=INDEX_JOB,
     selection=dg.AssetSelection.groups(ASSET_GROUP),
     executor_def=dg.in_process_executor,
-    tags={"nl2sql/job": "index"},
+    tags={JOB_TAG: "index"},
     description="Snapshot, enrich, chunk and embed one (datasource, schema_version) partition into Chroma.",
 )

@@ -13,8 +13,10 @@ import dagster as dg
 
 from nl2sql_assets.defs.jobs import index_job
 from nl2sql_assets.defs.partitions import datasource_versions_partitions
-from nl2sql_assets.defs.planning import DriftCursor, describe, plan_index
+from nl2sql_assets.drift import check_drift
 from nl2sql_assets.errors import Nl2SqlError
+from nl2sql_assets.pipeline.names import DRIFT_SENSOR
+from nl2sql_assets.pipeline.planning import DriftCursor, describe, plan_index
 from resources.datasources import DatasourcesResource
 from resources.schema_store import SchemaStoreResource
 
@@ -22,7 +24,7 @@ SENSOR_INTERVAL_S = 60
 
 
 @dg.sensor(
-    name="schema_drift_sensor",
+    name=DRIFT_SENSOR,
     job=index_job,
     minimum_interval_seconds=SENSOR_INTERVAL_S,
     default_status=dg.DefaultSensorStatus.RUNNING,
@@ -36,8 +38,6 @@ def schema_drift_sensor(
     datasources: DatasourcesResource,
     schema_store: SchemaStoreResource,
 ) -> dg.SensorResult | dg.SkipReason:
-    from nl2sql_assets.drift import check_drift
-
     try:
         configs = datasources.load()
     except Nl2SqlError as exc:

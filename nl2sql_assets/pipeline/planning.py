@@ -12,34 +12,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Literal, Protocol
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from nl2sql_assets.defs.partitions import partition_key, run_tags
+from nl2sql_assets.drift import DriftResult
+from nl2sql_assets.pipeline.keys import parse_partition_key, partition_key, run_tags
+from nl2sql_assets.pipeline.names import DETECTED_FINGERPRINT_TAG, REQUEST_KIND_TAG
 
-DETECTED_FINGERPRINT_TAG = "nl2sql/fingerprint"
-REQUEST_KIND_TAG = "nl2sql/request"
 RequestKind = Literal["new_version", "metadata_refresh", "repair"]
-
-
-class DriftLike(Protocol):
-    """What planning reads from a drift result (``nl2sql_assets.drift.DriftResult``)."""
-
-    @property
-    def datasource_id(self) -> str: ...
-    @property
-    def status(self) -> str: ...
-    @property
-    def fingerprint(self) -> str | None: ...
-    @property
-    def metadata_hash(self) -> str | None: ...
-    @property
-    def proposed_version(self) -> str | None: ...
-    @property
-    def current_version(self) -> str | None: ...
-    @property
-    def error(self) -> str | None: ...
 
 
 class IndexRequest(BaseModel):
@@ -125,7 +106,7 @@ class IndexPlan(BaseModel):
         return sorted({r.partition_key for r in self.requests})
 
 
-def plan_index(results: Iterable[DriftLike], cursor: DriftCursor | None = None) -> IndexPlan:
+def plan_index(results: Iterable[DriftResult], cursor: DriftCursor | None = None) -> IndexPlan:
     """Turn drift results into runs to request.
 
     Args:
@@ -151,7 +132,7 @@ def plan_index(results: Iterable[DriftLike], cursor: DriftCursor | None = None) 
             before = previous.get(ds)
             if before is not None and before.fingerprint == fingerprint and before.partition_key:
                 key = before.partition_key  # still waiting for its run: same partition, same run key
-                version = key.split("@", 1)[1]
+                version = parse_partition_key(key)[1]
             else:
                 version = _required(result.proposed_version, ds, "proposed_version")
                 key = partition_key(ds, version)

@@ -1,8 +1,12 @@
-"""Indexing without Dagster: read -> (enrich) -> register -> chunk -> refresh -> retention.
+"""The indexing pipeline: capture -> enrich -> chunk (checked) -> publish, as plain functions.
 
-Each step is its own function so the Dagster assets can call them one by one;
-:func:`index_datasource` composes them for tests, the demo and the overhead benchmark.
-Nothing here holds state: the schema store and the vector store are passed in.
+Each Dagster asset calls one step and turns its outcome into a materialization; scripts,
+benchmarks and tests call :func:`nl2sql_assets.pipeline.index.index_datasource`, which runs
+the same steps in the same order. Every guard is here and raises a domain error
+(:class:`~nl2sql_assets.errors.Nl2SqlError`): a partition's structure must match its
+fingerprint, a new version must have been observed by drift detection, the blocking checks'
+verdict is re-checked before the vector store is touched, and an older version is never made
+live again. Nothing here holds state: the stores are passed in.
 """
 
 from __future__ import annotations
@@ -11,46 +15,106 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 from time import perf_counter
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
-from nl2sql_assets.adapters.base import open_adapter
+from nl2sql_assets.adapters import open_adapter
+from nl2sql_assets.config import DatasourceConfig
+from nl2sql_assets.errors import (
+    RedundantVersionError,
+    SchemaDriftError,
+    StaleVersionError,
+    UncheckedChunksError,
+    UnobservedVersionError,
+)
 from nl2sql_assets.indexing.chunk_builder import build_chunks
-from nl2sql_assets.indexing.models import ChunkSet, RefreshReport
-
-if TYPE_CHECKING:
-    from nl2sql_assets.config import DatasourceConfig
-    from nl2sql_assets.indexing.vector_store import ChromaVectorStore
-    from nl2sql_assets.schema.models import SchemaSnapshot
-    from nl2sql_assets.schema.protocol import RegisterResult, SchemaStore
+from nl2sql_assets.indexing.enrichment import ChatClient, EnrichmentRecord, enrich_schema_snapshot
+from nl2sql_assets.indexing.models import ChunkSet, ModelIdentity, RefreshReport
+from nl2sql_assets.indexing.vector_store import VectorStore
+from nl2sql_assets.pipeline.keys import fingerprint_prefix
+from nl2sql_assets.pipeline.verify import (
+    CoverageReport,
+    IdComparison,
+    PiiFinding,
+    TablesFound,
+    chunk_coverage,
+    chunk_set_hash,
+    compare_ids,
+    pii_findings,
+    tables_found,
+)
+from nl2sql_assets.schema.diff import SchemaDiff, diff_snapshots
+from nl2sql_assets.schema.models import SchemaSnapshot
+from nl2sql_assets.schema.protocol import SchemaStore
 
 log = logging.getLogger(__name__)
 
-Enricher = Callable[["SchemaSnapshot"], "SchemaSnapshot"]
+LLMFactory = Callable[[], ChatClient | None]
+#: How many table chunks a table's own name must be found within (the post-write check).
+SEARCH_TOP_K = 3
 
 
-class IndexOutcome(BaseModel):
-    """What indexing one datasource did.
+class _Outcome(BaseModel):
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
-    ``status`` is the schema store's verdict (``new`` version, ``metadata_updated`` in place,
-    ``unchanged``); ``refresh`` the vector store's report; ``evicted_versions`` the versions
-    retention removed from both stores; ``timings_ms`` per step and in total.
-    """
 
-    model_config = ConfigDict(frozen=True)
+class SnapshotOutcome(_Outcome):
+    """The registered snapshot, the store's verdict and what changed against the previous one."""
 
-    datasource_id: str
-    tenant_id: str
-    schema_version: str
-    previous_version: str | None
+    snapshot: SchemaSnapshot
     status: Literal["new", "metadata_updated", "unchanged"]
-    chunk_counts: dict[str, int]
-    refresh: RefreshReport
+    previous_version: str | None
+    diff: SchemaDiff
+    warnings: int
+    read_seconds: float
+
+
+class EnrichOutcome(_Outcome):
+    """The (maybe enriched and re-registered) snapshot; ``status`` and ``reason`` say why."""
+
+    snapshot: SchemaSnapshot
+    status: str
+    reason: str | None
+    record: EnrichmentRecord | None
+    seconds: float
+
+
+class ChunkOutcome(_Outcome):
+    """A chunk set and the two blocking checks' findings on it."""
+
+    chunk_set: ChunkSet
+    coverage: CoverageReport
+    pii: list[PiiFinding]
+    chunk_set_hash: str
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.coverage.ok and not self.pii
+
+    def refusal(self) -> str | None:
+        """Why the set must not be written, or None."""
+        if not self.coverage.ok:
+            return "chunks do not cover the snapshot"
+        if self.pii:
+            return f"{len(self.pii)} chunk(s) show personal data"
+        return None
+
+
+class PublishOutcome(_Outcome):
+    """What publishing a chunk set did, and the post-write checks' findings."""
+
+    report: RefreshReport
+    keep_versions: int
     kept_versions: list[str]
     evicted_versions: list[str]
     evicted_chunks_deleted: int
-    timings_ms: dict[str, float] = Field(default_factory=dict)
+    configured_identity: ModelIdentity
+    stored_identity: ModelIdentity | None
+    tables_found: TablesFound
+    ids: IdComparison
+    chunk_set_hash: str
 
 
 def read_snapshot(config: DatasourceConfig, *, now: datetime | None = None,
@@ -67,14 +131,78 @@ def read_snapshot(config: DatasourceConfig, *, now: datetime | None = None,
         adapter.close()
 
 
-def register(store: SchemaStore, snapshot: SchemaSnapshot) -> RegisterResult:
-    """Store the snapshot (idempotent per structure); the result carries the versioned snapshot."""
-    return store.register_snapshot(snapshot)
+def check_observed(datasource_id: str, schema_version: str, fingerprint: str, *, registered: bool,
+                   detected_fingerprint: str | None) -> None:
+    """A partition's structure must be the one its version names, and observed by drift detection.
+
+    Raises:
+        SchemaDriftError: the database moved since the version was proposed.
+        UnobservedVersionError: the version is neither registered nor what drift detection saw.
+    """
+    expected = fingerprint_prefix(schema_version)
+    if fingerprint[:8] != expected:
+        raise SchemaDriftError(datasource_id, expected, fingerprint)
+    if registered or detected_fingerprint == fingerprint:
+        return
+    reason = ("it is not in the schema store and this run was not requested by drift detection"
+              if detected_fingerprint is None else
+              "it is not in the schema store and drift detection observed another structure for it")
+    raise UnobservedVersionError(datasource_id, schema_version, reason)
 
 
-def chunks_for(snapshot: SchemaSnapshot) -> ChunkSet:
-    """The chunk set of a registered snapshot."""
-    return build_chunks(snapshot)
+def capture_snapshot(config: DatasourceConfig, store: SchemaStore, schema_version: str | None = None, *,
+                     detected_fingerprint: str | None = None, now: datetime | None = None,
+                     stats_budget_s: float = 30.0) -> SnapshotOutcome:
+    """Read the database and register the snapshot.
+
+    With ``schema_version`` (a partition) the structure must match it and have been observed;
+    without, the store names the version (a new one for a new structure).
+
+    Raises:
+        DatasourceError, SchemaStoreError, SchemaDriftError, UnobservedVersionError,
+        RedundantVersionError.
+    """
+    ds = config.id
+    registered = {v.schema_version for v in store.list_versions(ds)}
+    previous = store.get_latest(ds)
+    if schema_version in registered:
+        previous = store.get_snapshot(ds, schema_version)  # a refresh: diff against what it was
+    started = perf_counter()
+    snapshot = read_snapshot(config, now=now, stats_budget_s=stats_budget_s)
+    read_s = perf_counter() - started
+    if schema_version is not None:
+        check_observed(ds, schema_version, snapshot.fingerprint, registered=schema_version in registered,
+                       detected_fingerprint=detected_fingerprint)
+    result = store.register_snapshot(snapshot, schema_version=schema_version)
+    if schema_version is not None and result.schema_version != schema_version:
+        raise RedundantVersionError(ds, schema_version, result.schema_version)
+    return SnapshotOutcome(snapshot=result.snapshot, status=result.status, previous_version=result.previous_version,
+                           diff=diff_snapshots(previous, result.snapshot), warnings=len(snapshot.warnings),
+                           read_seconds=read_s)
+
+
+def enrich(store: SchemaStore, snapshot: SchemaSnapshot, llm: LLMFactory | None) -> EnrichOutcome:
+    """LLM descriptions where the database has none (re-registered in place), else a pass-through.
+
+    Never fails on the LLM's account (the enrichment module guards every call); a schema
+    store failure while re-registering raises SchemaStoreError.
+    """
+    started = perf_counter()
+    outcome = enrich_schema_snapshot(snapshot, llm)
+    enriched = snapshot
+    if outcome.status == "enriched":
+        enriched = store.register_snapshot(outcome.snapshot, schema_version=snapshot.schema_version).snapshot
+    return EnrichOutcome(snapshot=enriched, status=outcome.status, reason=outcome.reason,
+                         record=outcome.snapshot.enrichment, seconds=perf_counter() - started)
+
+
+def build_checked_chunks(snapshot: SchemaSnapshot) -> ChunkOutcome:
+    """The chunk set of a registered snapshot with the blocking checks' findings (coverage, PII)."""
+    started = perf_counter()
+    chunk_set = build_chunks(snapshot)
+    return ChunkOutcome(chunk_set=chunk_set, coverage=chunk_coverage(snapshot, chunk_set),
+                        pii=pii_findings(snapshot, chunk_set), chunk_set_hash=chunk_set_hash(chunk_set),
+                        seconds=perf_counter() - started)
 
 
 def versions_to_keep(store: SchemaStore, datasource_id: str, schema_version: str, retention: int) -> list[str]:
@@ -86,78 +214,44 @@ def versions_to_keep(store: SchemaStore, datasource_id: str, schema_version: str
     return others[: retention - 1]
 
 
-def refresh_index(vector_store: ChromaVectorStore, chunk_set: ChunkSet, *,
-                  keep_versions: list[str] | None = None, make_live: bool = True) -> RefreshReport:
-    """Make the chunk set its datasource's live set (incremental and atomic; see the vector store)."""
-    return vector_store.refresh_schema_chunks(chunk_set.datasource_id, chunk_set.schema_version, chunk_set.chunks,
-                                              tenant_id=chunk_set.tenant_id, keep_versions=keep_versions,
-                                              make_live=make_live)
+def publish(store: SchemaStore, vectors: VectorStore, snapshot: SchemaSnapshot, checked: ChunkOutcome, *,
+            retention: int, approved_hash: str | None = None) -> PublishOutcome:
+    """Embed the checked chunk set into the vector store, make it live, apply retention, verify.
 
-
-def apply_retention(store: SchemaStore, vector_store: ChromaVectorStore, datasource_id: str,
-                    retention: int) -> tuple[list[str], int]:
-    """Evict all but the newest ``retention`` versions from the schema store, then their chunks.
-
-    Returns:
-        The evicted versions (oldest first) and how many chunks of theirs were still deleted.
-    """
-    evicted = store.apply_retention(datasource_id, retention)
-    deleted = vector_store.delete_versions(datasource_id, evicted) if evicted else 0
-    return evicted, deleted
-
-
-def index_datasource(config: DatasourceConfig, store: SchemaStore, vector_store: ChromaVectorStore, *,
-                     now: datetime | None = None, retention: int = 3, enrich: Enricher | None = None,
-                     stats_budget_s: float = 30.0) -> IndexOutcome:
-    """Index one datasource end to end.
-
-    Args:
-        config: the datasources-file entry.
-        store: the schema store (authoritative versions).
-        vector_store: where the chunks go.
-        now: the capture time (default: the current UTC time).
-        retention: versions kept per datasource, in both stores (>= 1).
-        enrich: optional snapshot -> snapshot pass (LLM enrichment); structure must not change.
-        stats_budget_s: the adapter's statistics time budget.
+    Refuses (before anything is written) a version that is not the latest registered one, a
+    set the blocking checks reject, and a set other than ``approved_hash`` (the set a separate
+    ``schema_chunks`` run approved). A failure in the vector store leaves the previously live
+    chunks serving.
 
     Raises:
-        DatasourceError, SchemaStoreError, EmbeddingError, VectorStoreError: the failing step's
-        error. A failure in the vector store leaves the previously live chunks serving.
+        StaleVersionError, UncheckedChunksError, EmbeddingError, VectorStoreError, SchemaStoreError.
     """
+    chunk_set = checked.chunk_set
+    ds, version = chunk_set.datasource_id, chunk_set.schema_version
     if retention < 1:
-        raise ValueError(f"datasource '{config.id}': retention must be >= 1, got {retention}")
-    timings: dict[str, float] = {}
-    started = perf_counter()
-
-    def lap(name: str, t0: float) -> float:
-        t1 = perf_counter()
-        timings[name] = round((t1 - t0) * 1000, 2)
-        return t1
-
-    t = perf_counter()
-    snapshot = read_snapshot(config, now=now, stats_budget_s=stats_budget_s)
-    t = lap("read", t)
-    if enrich is not None:
-        snapshot = enrich(snapshot)
-        if snapshot.datasource.id != config.id:
-            raise ValueError(f"datasource '{config.id}': enrichment returned a snapshot of "
-                             f"'{snapshot.datasource.id}'")
-        t = lap("enrich", t)
-    result = register(store, snapshot)
-    t = lap("register", t)
-    chunk_set = chunks_for(result.snapshot)
-    t = lap("chunk", t)
-    keep = versions_to_keep(store, config.id, result.schema_version, retention)
-    report = refresh_index(vector_store, chunk_set, keep_versions=keep)
-    t = lap("refresh", t)
-    evicted, deleted = apply_retention(store, vector_store, config.id, retention)
-    lap("retention", t)
-    timings["total"] = round((perf_counter() - started) * 1000, 2)
-    outcome = IndexOutcome(
-        datasource_id=config.id, tenant_id=chunk_set.tenant_id, schema_version=result.schema_version,
-        previous_version=result.previous_version, status=result.status, chunk_counts=chunk_set.counts(),
-        refresh=report, kept_versions=keep, evicted_versions=evicted, evicted_chunks_deleted=deleted,
-        timings_ms=timings)
-    log.info("indexed %s@%s (%s): %d chunks, %d embedded, %d evicted versions, %.0f ms", config.id,
-             result.schema_version, result.status, report.total, report.embedded, len(evicted), timings["total"])
+        raise ValueError(f"datasource '{ds}': retention must be >= 1, got {retention}")
+    latest = store.get_latest(ds)
+    if latest is not None and latest.schema_version != version:
+        raise StaleVersionError(ds, version, latest.schema_version or "")
+    refusal = checked.refusal()
+    if refusal is not None:
+        raise UncheckedChunksError(ds, version, f"{refusal}; the live index was not replaced")
+    if approved_hash is not None and approved_hash != checked.chunk_set_hash:
+        raise UncheckedChunksError(ds, version, "the stored snapshot changed since schema_chunks was checked; "
+                                                "materialize schema_chunks (and its checks) again")
+    kept = versions_to_keep(store, ds, version, retention)
+    report = vectors.refresh_schema_chunks(ds, version, chunk_set.chunks, tenant_id=chunk_set.tenant_id,
+                                           keep_versions=kept)
+    evicted = store.apply_retention(ds, retention)
+    deleted = vectors.delete_versions(ds, evicted) if evicted else 0
+    outcome = PublishOutcome(
+        report=report, keep_versions=retention, kept_versions=kept, evicted_versions=evicted,
+        evicted_chunks_deleted=deleted, configured_identity=vectors.identity,
+        stored_identity=vectors.stored_identity(),
+        tables_found=tables_found(vectors, snapshot, version, SEARCH_TOP_K),
+        ids=compare_ids([c.id for c in chunk_set.chunks], vectors.list_ids(ds, version)),
+        chunk_set_hash=checked.chunk_set_hash)
+    log.info("%s@%s live: %d upserted, %d unchanged, %d deleted, %d embedded, %d from cache%s", ds, version,
+             report.upserted, report.unchanged, report.deleted, report.embedded, report.from_cache,
+             f"; evicted {', '.join(evicted)}" if evicted else "")
     return outcome

@@ -1,7 +1,8 @@
-"""Pure verifications shared by the asset checks and ``nl2sql-assets audit`` (no Dagster here).
+"""Verifications shared by the pipeline's guards, the asset checks and ``nl2sql-assets audit``.
 
-Each function takes plain values (a snapshot, a chunk set, ids) and returns what is wrong,
-so a check can report it as metadata and the audit can print it.
+Each function takes plain values (a snapshot, a chunk set, ids, a vector store) and returns
+what is wrong, so the pipeline can refuse, a check can report it as metadata and the audit
+can print it. No Dagster here.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from collections.abc import Iterable
 from pydantic import BaseModel, ConfigDict
 
 from nl2sql_assets.adapters.pii import value_kind
-from nl2sql_assets.indexing.models import ChunkSet, ColumnChunk, TableChunk, chunks_digest
+from nl2sql_assets.errors import Nl2SqlError
+from nl2sql_assets.indexing.models import ChunkSet, ColumnChunk, SearchFilter, TableChunk, chunks_digest
+from nl2sql_assets.indexing.vector_store import VectorStore
 from nl2sql_assets.schema.models import SchemaSnapshot
 
 _SEGMENT_SPLIT_RE = re.compile(r"[,;]\s+|:\s+|\s+\|\s+")
@@ -174,3 +177,35 @@ def compare_ids(expected: Iterable[str], present: Iterable[str]) -> IdComparison
     want, have = set(expected), set(present)
     return IdComparison(expected=len(want), present=len(have), missing=sorted(want - have),
                         unexpected=sorted(have - want))
+
+
+class TablesFound(BaseModel):
+    """Which tables a search for their own name does not find among the version's table chunks."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tables: int
+    top_k: int
+    missed: list[str]
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.missed
+
+
+def tables_found(vectors: VectorStore, snapshot: SchemaSnapshot, schema_version: str, top_k: int = 3) -> TablesFound:
+    """Search each table's own name among the version's table chunks (one batched query)."""
+    ds = snapshot.datasource_id
+    where = SearchFilter(datasource_ids=[ds], versions={ds: schema_version}, chunk_types=["schema.table"])
+    try:
+        hits_per_table = vectors.search_many([t.name for t in snapshot.tables], k=top_k,
+                                             where=where) if snapshot.tables else []
+    except Nl2SqlError as exc:
+        return TablesFound(tables=len(snapshot.tables), top_k=top_k, missed=[], error=str(exc))
+    missed: list[str] = []
+    for table, hits in zip(snapshot.tables, hits_per_table, strict=True):
+        found = {((h.metadata.get("schema_name") or None), h.metadata.get("table")) for h in hits}
+        if (table.schema_name, table.name) not in found:
+            missed.append(table.qualified_name)
+    return TablesFound(tables=len(snapshot.tables), top_k=top_k, missed=missed)

@@ -134,7 +134,7 @@ def settings(shop_home: Path, dagster_home: Path) -> Settings:
 @pytest.fixture
 def instance(settings: Settings) -> Iterator[object]:
     """The Dagster instance in ``settings.dagster_home``, created from the embedded dagster.yaml."""
-    from nl2sql_assets.defs.runner import prepare_instance
+    from nl2sql_assets.app.instance import prepare_instance
 
     inst = prepare_instance(settings)
     try:

@@ -50,6 +50,6 @@ def latest_metadata(instance: dg.DagsterInstance, asset: str, key: str) -> dict[
 
 
 def failure_text(result: dg.ExecuteInProcessResult) -> str:
-    from nl2sql_assets.defs.runner import run_failure_message
+    from nl2sql_assets.app.runner import run_failure_message
 
     return run_failure_message(result)

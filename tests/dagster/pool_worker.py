@@ -11,7 +11,7 @@ import time
 
 import dagster as dg
 
-from nl2sql_assets.defs.runner import process_tags
+from nl2sql_assets.app.instance import process_tags
 from tests.dagster.conftest import HashEmbeddingService, HashEmbeddingsResource
 from tests.dagster.helpers import execute
 

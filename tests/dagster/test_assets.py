@@ -8,7 +8,8 @@ import dagster as dg
 import yaml
 
 from nl2sql_assets.config import Settings
-from nl2sql_assets.defs.partitions import PARTITIONS_NAME, partition_key
+from nl2sql_assets.pipeline.keys import partition_key
+from nl2sql_assets.pipeline.names import PARTITIONS_NAME
 from nl2sql_assets.schema.fingerprint import make_schema_version
 from nl2sql_assets.schema.store import build_schema_store
 from tests.dagster.conftest import HashEmbeddingsResource, run_sql, write_datasources

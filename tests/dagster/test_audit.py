@@ -6,8 +6,8 @@ import dagster as dg
 import pytest
 
 from nl2sql_assets.config import Settings
-from nl2sql_assets.defs.audit import build_audit, format_audit
-from nl2sql_assets.defs.runner import IndexResources, run_index
+from nl2sql_assets.app.audit import build_audit, format_audit
+from nl2sql_assets.app.runner import IndexResources, run_index
 from nl2sql_assets.errors import UnknownDatasourceError
 from tests.dagster.conftest import HashEmbeddingsResource
 

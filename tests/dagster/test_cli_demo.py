@@ -31,6 +31,8 @@ def test_demo_then_index_then_audit_on_a_fresh_home(tmp_path: Path) -> None:
     home = tmp_path / ".nl2sql"  # the contract's default NL2SQL_HOME
     assert (home / "dagster" / "dagster.yaml").is_file() and (home / "dagster" / "history").is_dir()
     assert "dagster - DEBUG" not in demo.stderr  # the run events stay in the instance, not on the console
+    metrics = (home / "metrics.prom").read_text(encoding="utf-8")  # the product reports its metrics
+    assert 'nl2sql_vector_refresh_chunks_total{datasource="hr",outcome="embedded"}' in metrics, metrics[:2000]
 
     # with retrieval: the already indexed demo routes its sample questions and names tables
     shown = run("demo")

@@ -69,7 +69,7 @@ def test_pool_serializes_chroma_writes_across_processes(instance: dg.DagsterInst
 
 
 def test_a_killed_run_does_not_hold_the_pool_forever(instance: dg.DagsterInstance, settings) -> None:
-    from nl2sql_assets.defs.runner import release_dead_runs
+    from nl2sql_assets.app.instance import release_dead_runs
     from tests.dagster.helpers import execute
 
     result = tick(instance)

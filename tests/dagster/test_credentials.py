@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from nl2sql_assets.cli import main
-from nl2sql_assets.defs.partitions import PARTITIONS_NAME
+from nl2sql_assets.pipeline.names import PARTITIONS_NAME
 from tests.dagster.conftest import write_datasources
 from tests.dagster.helpers import execute, failure_text, tick
 

@@ -95,8 +95,9 @@ def test_secrets_are_bound_as_env_vars_never_literals(monkeypatch: pytest.Monkey
 
 def test_embedded_dagster_yaml_is_the_packaged_one_and_loads(tmp_path: Path) -> None:
     root = (ROOT / "dagster.yaml").read_text(encoding="utf-8")
-    packaged = (ROOT / "nl2sql_assets" / "defs" / "dagster.yaml").read_text(encoding="utf-8")
+    packaged = (ROOT / "nl2sql_assets" / "app" / "dagster.yaml").read_text(encoding="utf-8")
     assert root == packaged
+    assert (ROOT / "dagster.yaml").resolve() == (ROOT / "nl2sql_assets" / "app" / "dagster.yaml").resolve()  # one file
     shutil.copy(ROOT / "dagster.yaml", tmp_path / "dagster.yaml")
     old = os.environ.get("DAGSTER_HOME")
     os.environ["DAGSTER_HOME"] = str(tmp_path)

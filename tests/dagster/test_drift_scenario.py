@@ -135,7 +135,7 @@ def test_drift_scenario_end_to_end(shop_home: Path, monkeypatch: pytest.MonkeyPa
     assert code == 0 and _by_id(report)["shop"]["consistent"] is True
 
     # 5. the schema store moves on without the vector store: the audit fails and says why
-    from nl2sql_assets.indexing.orchestrator import read_snapshot
+    from nl2sql_assets.pipeline.steps import read_snapshot
 
     run_sql(shop_url, "ALTER TABLE products ADD COLUMN weight REAL;")
     config = next(c for c in load_datasources(settings.datasources_path) if c.id == "shop")

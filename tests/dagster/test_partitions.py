@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from nl2sql_assets.defs.partitions import (
-    PARTITIONS_NAME,
-    datasource_versions_partitions,
-    fingerprint_prefix,
-    parse_partition_key,
-    partition_key,
-    run_tags,
-)
+from nl2sql_assets.defs.partitions import datasource_versions_partitions
+from nl2sql_assets.pipeline.keys import fingerprint_prefix, parse_partition_key, partition_key, run_tags
+from nl2sql_assets.pipeline.names import PARTITIONS_NAME
 from nl2sql_assets.errors import Nl2SqlError, PartitionKeyError
 
 VERSION = "20261130031522_3fa9c2e1"

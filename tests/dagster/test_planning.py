@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from nl2sql_assets.defs.planning import DriftCursor, metadata_run_key, plan_index
+from nl2sql_assets.pipeline.planning import DriftCursor, metadata_run_key, plan_index
 from nl2sql_assets.drift import DriftResult
 
 NOW = datetime(2026, 11, 30, 3, 15, 22, tzinfo=UTC)

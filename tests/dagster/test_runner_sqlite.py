@@ -6,7 +6,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from nl2sql_assets.defs.runner import sqlite_instance_files, sqlite_kept_open
+from nl2sql_assets.app.instance import sqlite_instance_files, sqlite_kept_open
 
 
 def _wal(path: Path) -> Path:

@@ -14,7 +14,7 @@ import duckdb
 import pytest
 import yaml
 
-from nl2sql_assets.adapters.base import open_adapter
+from nl2sql_assets.adapters import open_adapter
 from nl2sql_assets.cli import main
 from nl2sql_assets.config import load_datasources
 from nl2sql_assets.demo import create_demo

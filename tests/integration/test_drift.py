@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
-from nl2sql_assets.adapters.base import open_adapter
+from nl2sql_assets.adapters import open_adapter
 from nl2sql_assets.config import DatasourceConfig, load_datasources, parse_datasources
 from nl2sql_assets.demo import create_demo, demo_datasources_document
 from nl2sql_assets.drift import DriftResult, check_drift, read_live_structure

@@ -15,7 +15,8 @@ from nl2sql_assets.config import Annotations, DatasourceConfig, MetricConfig
 from nl2sql_assets.errors import EmbeddingError
 from nl2sql_assets.indexing.chunk_builder import build_chunks
 from nl2sql_assets.indexing.models import SearchFilter
-from nl2sql_assets.indexing.orchestrator import index_datasource, versions_to_keep
+from nl2sql_assets.pipeline.index import index_datasource
+from nl2sql_assets.pipeline.steps import versions_to_keep
 from nl2sql_assets.indexing.vector_store import ChromaVectorStore
 from nl2sql_assets.schema.store import SqlSchemaStore
 from tests.chunk_samples import FailingProvider, embedding_service_for, model_provider  # noqa: F401 - fixture

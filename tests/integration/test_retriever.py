@@ -14,8 +14,8 @@ import pytest
 from nl2sql_assets.config import Settings, load_datasources
 from nl2sql_assets.demo import DEMO_QUESTIONS, create_demo
 from nl2sql_assets.indexing.embeddings import EmbeddingService
-from nl2sql_assets.indexing.orchestrator import index_datasource
 from nl2sql_assets.indexing.vector_store import build_vector_store
+from nl2sql_assets.pipeline.index import index_datasource
 from nl2sql_assets.retrieval.models import RetrievalRequest
 from nl2sql_assets.retrieval.retriever import SchemaRetriever
 from nl2sql_assets.schema.models import Column, DatasourceInfo, ForeignKey, SchemaSnapshot, Table
