@@ -36,6 +36,8 @@ DriftStatus = Literal["new", "unchanged", "changed", "metadata_changed", "failed
 
 #: Statuses whose datasource needs (re)indexing.
 ACTIONABLE: frozenset[str] = frozenset({"new", "changed", "metadata_changed"})
+#: A proposed version's timestamp is the check's clock; registration sets the real one.
+_TIMESTAMP_NOTE = "; the timestamp is set when the version is registered"
 
 
 class DriftResult(BaseModel):
@@ -84,14 +86,15 @@ class DriftResult(BaseModel):
         return None
 
     def describe(self) -> str:
-        """One human line, e.g. ``crm: changed: +1 table, 2 columns added (would be 2026..._3fa9c2e1)``."""
+        """One human line, e.g. ``crm: new (would be 2026..._3fa9c2e1; the timestamp is set when the
+        version is registered)``: only the hash part of a proposed version is final."""
         if self.status == "new":
-            return f"{self.datasource_id}: new (would be {self.proposed_version})"
+            return f"{self.datasource_id}: new (would be {self.proposed_version}{_TIMESTAMP_NOTE})"
         if self.status == "unchanged":
             return f"{self.datasource_id}: unchanged ({self.current_version})"
         if self.status == "changed":
             return (f"{self.datasource_id}: changed: {self.summary} "
-                    f"({self.current_version} -> would be {self.proposed_version})")
+                    f"({self.current_version} -> would be {self.proposed_version}{_TIMESTAMP_NOTE})")
         if self.status == "metadata_changed":
             return f"{self.datasource_id}: metadata changed: {self.summary} ({self.current_version}, refreshed in place)"
         return f"{self.datasource_id}: failed: {self.error}"

@@ -184,3 +184,93 @@ class UncheckedChunksError(Nl2SqlError):
         super().__init__(f"datasource '{datasource_id}' version '{schema_version}': {message}")
         self.datasource_id = datasource_id
         self.schema_version = schema_version
+
+
+class InstanceStorageError(Nl2SqlError):
+    """A Dagster instance database that cannot be used; the message says how to recover."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        super().__init__(
+            f"Dagster instance database {path}: {reason}. Move the instance folder aside (DAGSTER_HOME) and "
+            "run the command again: run history is lost, the indexes are not (they live in the schema "
+            "store and Chroma)"
+        )
+        self.path = path
+
+
+class PersonalDataInSnapshotError(Nl2SqlError):
+    """A snapshot that records values the PII check refuses; it is not registered.
+
+    Names the datasource and the columns, never a value.
+    """
+
+    def __init__(self, datasource_id: str, columns: list[str]) -> None:
+        super().__init__(
+            f"datasource '{datasource_id}': the snapshot records values that look like personal data in "
+            f"{len(columns)} column(s): {', '.join(columns)}; it was not registered (nothing was stored)"
+        )
+        self.datasource_id = datasource_id
+        self.columns = columns
+
+
+class VectorStoreCorruptError(VectorStoreError):
+    """The vector store's files are damaged: every call fails until it is rebuilt.
+
+    It holds only derived data (the chunks and vectors of snapshots the schema store keeps),
+    so the remedy is always the same: set it aside and index again.
+
+    Attributes:
+        where: the store (path or host:port).
+        problem: what is damaged.
+        folder: the embedded store's folder; None for a server.
+    """
+
+    def __init__(self, where: str, problem: str, *, folder: str | None = None) -> None:
+        if folder:
+            how = f"move the folder aside (mv {folder} {folder}.corrupt) and run `nl2sql-assets index`"
+        else:
+            how = "restore or recreate the Chroma server's data and run `nl2sql-assets index`"
+        super().__init__(
+            f"vector store ({where}) is corrupt: {problem}. It holds only derived data: {how}; every "
+            "datasource is then re-indexed from the schema store, which holds every snapshot"
+        )
+        self.where = where
+        self.problem = problem
+        self.folder = folder
+
+
+class SchemaStoreCorruptError(SchemaStoreError):
+    """The schema store's SQLite file is damaged. It is the only copy of every snapshot."""
+
+    def __init__(self, path: str, problem: str, *, store: str | None = None) -> None:
+        super().__init__(
+            f"the SQLite file {path} is corrupt ({problem}). It holds every schema snapshot and nothing "
+            "can rebuild it: stop every nl2sql-assets and Dagster process and restore the file from a "
+            "backup (moving it aside instead starts an empty store: every datasource is registered "
+            "again as a new version and the version history is lost)", store=store)
+        self.path = path
+        self.problem = problem
+
+
+class StorageError(Nl2SqlError):
+    """A folder a command writes to is unusable: a file stands in its place, it is read-only, or
+    its disk is full. Checked before any work starts, so nothing is half done.
+
+    ``full`` tells a full disk (the machine's state, exit status 1) from a wrong path (2).
+    """
+
+    def __init__(self, variable: str, path: object, reason: str, fix: str, *, full: bool = False) -> None:
+        super().__init__(f"{variable} {path}: {reason}; {fix}")
+        self.variable = variable
+        self.path = path
+        self.full = full
+
+
+class DatasourceNotVisibleError(UnknownDatasourceError):
+    """The datasource exists, but belongs to another tenant: said without naming that tenant or
+    listing its datasources."""
+
+    def __init__(self, datasource_id: str, tenant_id: str) -> None:
+        Nl2SqlError.__init__(self, f"datasource '{datasource_id}' is not visible to tenant '{tenant_id}'")
+        self.datasource_id = datasource_id
+        self.tenant_id = tenant_id

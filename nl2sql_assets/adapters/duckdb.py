@@ -95,8 +95,8 @@ class DuckDBStatsBackend:
     def choose_sample(self, table: Table, estimate: int | None, sample_rows: int) -> Sample:
         return Sample(limit=sample_rows)
 
-    def probe(self, table: Table, columns: Sequence[str], limit: int) -> list[tuple[object, ...]]:
-        return self._fetch(self._sample_sql(table, columns, limit))
+    def probe(self, table: Table, columns: Sequence[str], sample: Sample) -> list[tuple[object, ...]]:
+        return self._fetch(self._sample_sql(table, columns, sample.limit))
 
     def aggregate(self, table: Table, plans: Sequence[ColumnPlan], sample: Sample) -> tuple[object, ...]:
         parts = ["COUNT(*)"]
@@ -132,7 +132,7 @@ class DuckDBAdapter:
     dialect = "duckdb"
 
     def __init__(self, config: DatasourceConfig, *, stats_budget_s: float = 30.0,
-                 sample_rows: int = DEFAULT_SAMPLE_ROWS, probe_rows: int = DEFAULT_PROBE_ROWS) -> None:
+                 sample_rows: int = DEFAULT_SAMPLE_ROWS, probe_rows: int | None = DEFAULT_PROBE_ROWS) -> None:
         self.config = config
         self.stats_budget_s = stats_budget_s
         self.sample_rows = sample_rows

@@ -1,16 +1,15 @@
 """Driver exceptions -> clear :class:`DatasourceUnavailableError` messages without secrets.
 
 Driver messages are useful ("connection refused", "permission denied for schema x") but may
-echo parts of the URL. Every message is passed through :func:`redact_text` with the
-password both as written in the URL (percent-encoded) and decoded, and the original
-exception is not chained (``from None``), so no traceback carries it either.
+echo parts of the URL. Every message is passed through :func:`redact_text` with every
+credential of the URL (its password and credential-like query values, as written, decoded and
+encoded), and the original exception is not chained (``from None``), so no traceback carries
+it either. Short secrets are masked only where they stand alone, so "MySQL" stays "MySQL".
 """
 
 from __future__ import annotations
 
-from urllib.parse import unquote
-
-from nl2sql_assets.config import redact_text, url_password
+from nl2sql_assets.config import redact_text, url_secrets
 from nl2sql_assets.errors import DatasourceUnavailableError
 
 _MAX_DETAIL = 300
@@ -32,18 +31,17 @@ _CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
 
 
 def secrets_of(url: str) -> list[str]:
-    """The strings to remove from any text derived from ``url``: its password, encoded and decoded.
+    """The strings to remove from any text derived from ``url``: its password and credential-like
+    query values, encoded and decoded, longest first.
 
     >>> secrets_of("postgresql://u:p%40ss@h/db")
     ['p%40ss', 'p@ss']
+    >>> secrets_of("mysql+pymysql://u@h/db?charset=utf8mb4&passwd=s3cr3t")
+    ['s3cr3t']
     >>> secrets_of("sqlite:///x.db")
     []
     """
-    password = url_password(url)
-    if not password:
-        return []
-    decoded = unquote(password)
-    return [password] if decoded == password else [password, decoded]
+    return url_secrets(url)
 
 
 def describe_exception(exc: BaseException, secrets: list[str]) -> str:

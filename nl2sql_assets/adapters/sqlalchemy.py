@@ -40,7 +40,7 @@ class SQLAlchemyAdapter:
     """Reads any SQLAlchemy datasource. Connects on the first read; ``close`` releases it."""
 
     def __init__(self, config: DatasourceConfig, *, stats_budget_s: float = 30.0,
-                 sample_rows: int = DEFAULT_SAMPLE_ROWS, probe_rows: int = DEFAULT_PROBE_ROWS,
+                 sample_rows: int = DEFAULT_SAMPLE_ROWS, probe_rows: int | None = DEFAULT_PROBE_ROWS,
                  reflection: Literal["auto", "inspector"] = "auto") -> None:
         """``reflection="inspector"`` forces SQLAlchemy's generic reflection (the dialect fast
         paths are meant to give the same result; tests compare the two)."""

@@ -11,6 +11,7 @@ so callers can redact their own error texts too.
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,36 @@ from sqlalchemy.engine import URL, Connection, Engine
 from nl2sql_assets.adapters.failures import describe_exception, secrets_of, unavailable
 from nl2sql_assets.config import DatasourceConfig, redact_text, redact_url
 from nl2sql_assets.errors import DatasourceUnavailableError
+from nl2sql_assets.urls import UrlSyntaxError
 
 CONNECT_TIMEOUT_S = 10
+#: Session defaults: no statement (catalog reads included) runs longer, and no statement waits
+#: longer for another session's lock (``LOCK TABLE``, DDL), than this; statistics set tighter
+#: bounds per table (:meth:`SQLAlchemyStatsBackend.limit_time`) and restore these.
+STATEMENT_TIMEOUT_S = 120.0
+LOCK_TIMEOUT_S = 5.0
+
+
+def session_limits_sql(dialect: str, statement_s: float, lock_s: float) -> str | None:
+    """The statement that bounds a session's statements and lock waits; None where the
+    dialect has no such settings (SQLite waits at most its busy timeout anyway).
+
+    >>> session_limits_sql("postgresql", 120, 5)
+    'SET statement_timeout = 120000; SET lock_timeout = 5000'
+    >>> session_limits_sql("mariadb", 2.5, 0.2)
+    'SET SESSION max_statement_time = 2.5, SESSION lock_wait_timeout = 1'
+    """
+    if dialect == "postgresql":  # 0 would mean "no limit": at least one millisecond
+        return (f"SET statement_timeout = {max(1, round(statement_s * 1000))}; "
+                f"SET lock_timeout = {max(1, round(lock_s * 1000))}")
+    lock = max(1, math.ceil(lock_s))  # whole seconds only
+    if dialect == "mariadb":
+        return (f"SET SESSION max_statement_time = {max(0.001, round(statement_s, 3))!r}, "
+                f"SESSION lock_wait_timeout = {lock}")
+    if dialect == "mysql":
+        return (f"SET SESSION max_execution_time = {max(1, round(statement_s * 1000))}, "
+                f"SESSION lock_wait_timeout = {lock}")
+    return None
 
 
 class SQLAlchemyConnector:
@@ -35,7 +64,7 @@ class SQLAlchemyConnector:
 
     def __init__(self, config: DatasourceConfig) -> None:
         self.config = config
-        self.secrets: list[str] = secrets_of(config.url)
+        self.secrets: list[str] = secrets_of(config.url)  # the resolved ones join in make_url
         # the session's default schema (the URL's database on MySQL/MariaDB), known once connected
         self.default_schema: str | None = None
         self._engine: Engine | None = None
@@ -47,18 +76,20 @@ class SQLAlchemyConnector:
         return DatasourceUnavailableError(self.config.id, redact_text(message, self.secrets))
 
     def make_url(self) -> URL:
-        """The parsed URL (environment references resolved); its password joins :attr:`secrets`."""
+        """The parsed URL, each ``${VAR}`` value put into its own component (so a password may
+        hold ``@ : / # % ?``); every credential in it joins :attr:`secrets`.
+
+        Raises:
+            ConfigError: a ``${VAR}`` is not set.
+            DatasourceUnavailableError: the URL does not parse (password masked).
+        """
         if self._url is not None:
             return self._url
-        resolved = self.config.resolved_url()
-        self.secrets = sorted(set(self.secrets) | set(secrets_of(resolved)), key=len, reverse=True)
+        self.secrets = sorted(set(self.secrets) | set(self.config.secrets()), key=len, reverse=True)
         try:
-            url = sa.engine.make_url(resolved)
-        except (sa.exc.ArgumentError, ValueError) as exc:
-            raise self.fail(f"bad URL {redact_url(self.config.url)!r}: {describe_exception(exc, self.secrets)}"
-                            ) from None
-        if url.password:
-            self.secrets = sorted(set(self.secrets) | {str(url.password)}, key=len, reverse=True)
+            url = self.config.sqlalchemy_url()
+        except UrlSyntaxError as exc:
+            raise self.fail(f"bad URL: {exc.reason}") from None
         self._url = url
         return url
 
@@ -134,6 +165,9 @@ class SQLAlchemyConnector:
         try:
             if self.dialect in ("mysql", "mariadb"):
                 conn.exec_driver_sql("SET SESSION TRANSACTION READ ONLY")
+            limits = session_limits_sql(self.dialect, STATEMENT_TIMEOUT_S, LOCK_TIMEOUT_S)
+            if limits:  # a locked catalog or table must fail the read, not hang it
+                conn.exec_driver_sql(limits)
             self.default_schema = sa.inspect(conn).default_schema_name
         except sa.exc.SQLAlchemyError as exc:
             conn.close()

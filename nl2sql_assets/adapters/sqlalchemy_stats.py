@@ -16,6 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from nl2sql_assets.adapters.sqlalchemy_engine import LOCK_TIMEOUT_S, STATEMENT_TIMEOUT_S, session_limits_sql
 from nl2sql_assets.adapters.stats import ColumnPlan, RowCount, Sample, TableKey
 from nl2sql_assets.schema.models import Column, Table
 
@@ -23,6 +24,11 @@ _MINMAX_FAMILIES = frozenset({"integer", "float", "decimal", "text", "date", "da
 _NO_DISTINCT_FAMILIES = frozenset({"json", "other", "array"})
 _PG_TABLESAMPLE_FACTOR = 20
 _TEXT_SQL_DIALECTS = frozenset({"sqlite", "postgresql", "mysql", "mariadb"})
+_SAMPLE_SEED = 0
+#: How long statistics wait for another session's lock on a table before skipping it.
+STATS_LOCK_WAIT_S = 2.0
+_PG_LOCKED, _PG_CANCELED = "55P03", "57014"  # lock_not_available, query_canceled (statement_timeout)
+_MY_LOCKED, _MY_TOO_LONG = {1205}, {1969, 3024}  # lock wait timeout; max_statement_time / max_execution_time
 
 _PG_ESTIMATES = (
     "SELECT n.nspname, c.relname, c.reltuples FROM pg_class AS c "
@@ -52,6 +58,49 @@ class SQLAlchemyStatsBackend:
         self.text_type = "CHAR" if self.dialect in ("mysql", "mariadb") else "TEXT"
         self.query_errors: tuple[type[BaseException], ...] = (sa.exc.DBAPIError, sa.exc.CompileError,
                                                                sqlite3.Error)
+        self._limits = (STATEMENT_TIMEOUT_S, LOCK_TIMEOUT_S)  # the session's, set by the connector
+        self._sqlite_deadline: float | None = None
+
+    # time limits (stats.TimeLimits) -------------------------------------------------------------
+    def limit_time(self, seconds: float | None) -> None:
+        """Bound each following statement to ``seconds`` and each wait for a lock to
+        :data:`STATS_LOCK_WAIT_S` (a locked table is skipped, not waited for); None restores the
+        session's defaults. SQLite has no lock to wait for beyond its busy timeout: a progress
+        handler interrupts a statement past the deadline."""
+        if seconds is None:
+            self._apply(STATEMENT_TIMEOUT_S, LOCK_TIMEOUT_S, None)
+        else:
+            statement = max(seconds, 0.001)
+            self._apply(statement, min(STATS_LOCK_WAIT_S, statement), time.monotonic() + statement)
+
+    def _apply(self, statement_s: float, lock_s: float, deadline: float | None) -> None:
+        self._limits = (statement_s, lock_s)
+        if self.dialect == "sqlite":
+            self._set_sqlite_deadline(deadline)
+            return
+        sql = session_limits_sql(self.dialect, statement_s, lock_s)
+        if sql:
+            self.conn.exec_driver_sql(sql)
+
+    def _set_sqlite_deadline(self, deadline: float | None) -> None:
+        self._sqlite_deadline = deadline
+        raw = self.conn.connection.driver_connection
+        if deadline is None:
+            raw.set_progress_handler(None, 0)  # type: ignore[union-attr]
+        else:
+            raw.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)  # type: ignore[union-attr]
+
+    def timeout_reason(self, exc: BaseException) -> str | None:
+        """What a statement that failed on a time or lock limit met; None for any other failure."""
+        orig = getattr(exc, "orig", None) or exc
+        code = getattr(orig, "pgcode", None)
+        number = orig.args[0] if orig.args and isinstance(orig.args[0], int) else None
+        text = str(orig).lower()
+        if code == _PG_LOCKED or number in _MY_LOCKED or "database is locked" in text:
+            return f"the table is locked by another session (no lock within {self._limits[1]:g} s)"
+        if code == _PG_CANCELED or number in _MY_TOO_LONG or (self.dialect == "sqlite" and "interrupted" in text):
+            return f"a statement ran out of time ({self._limits[0]:.1f} s left of the budget)"
+        return None
 
     # SQL text (known dialects) ----------------------------------------------------------------
     def _ref(self, table: Table) -> str:
@@ -62,7 +111,9 @@ class SQLAlchemyStatsBackend:
         cols = ", ".join(self.quote(c) for c in columns) or "1"
         source = self._ref(table)
         if sample.tablesample_percent is not None:
-            source += f" TABLESAMPLE SYSTEM ({float(sample.tablesample_percent)!r})"
+            # REPEATABLE: the probe and the aggregate read the same blocks, so the PII probe sees
+            # every row min, max and top values come from
+            source += f" TABLESAMPLE SYSTEM ({float(sample.tablesample_percent)!r}) REPEATABLE ({_SAMPLE_SEED})"
         return f"SELECT {cols} FROM {source} LIMIT {int(sample.limit)}"
 
     def _rows(self, sql: str) -> list[tuple[object, ...]]:
@@ -76,7 +127,7 @@ class SQLAlchemyStatsBackend:
         tbl = self._table(table, columns)
         if sample.tablesample_percent is not None:
             sampled = sa.tablesample(tbl, sa.func.system(sa.literal_column(repr(sample.tablesample_percent))),
-                                     name="ts")
+                                     name="ts", seed=sa.literal_column(str(_SAMPLE_SEED)))
             select = sa.select(*(sampled.c[c] for c in columns))
         else:
             select = sa.select(*(tbl.c[c] for c in columns)) if columns else sa.select(sa.literal_column("1"))
@@ -109,15 +160,14 @@ class SQLAlchemyStatsBackend:
             return None
         count_sql = sa.select(sa.func.count()).select_from(self._table(table, []))
         if self.dialect == "sqlite":
-            raw = self.conn.connection.driver_connection
-            deadline = time.monotonic() + timeout_s
-            raw.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)  # type: ignore[union-attr]
+            kept = self._sqlite_deadline
+            self._set_sqlite_deadline(time.monotonic() + timeout_s)
             try:
                 return int(self.conn.execute(count_sql).scalar_one()), "exact", "row count: COUNT(*)"
             except sa.exc.OperationalError:
                 pass  # interrupted: fall back to the rowid bound
             finally:
-                raw.set_progress_handler(None, 0)  # type: ignore[union-attr]
+                self._set_sqlite_deadline(kept)
             try:
                 top = self.conn.execute(sa.select(sa.func.max(sa.literal_column("rowid")))
                                         .select_from(self._table(table, []))).scalar()
@@ -125,13 +175,14 @@ class SQLAlchemyStatsBackend:
                 return None
             return (int(top), "estimated", "row count: max(rowid), COUNT(*) ran out of time") if top else None
         if self.dialect == "postgresql":
+            kept = self._limits
             self.conn.exec_driver_sql(f"SET statement_timeout = {max(1, int(timeout_s * 1000))}")
             try:
                 return int(self.conn.execute(count_sql).scalar_one()), "exact", "row count: COUNT(*)"
             except sa.exc.OperationalError:
                 return None
             finally:
-                self.conn.exec_driver_sql("RESET statement_timeout")
+                self._apply(*kept, self._sqlite_deadline)  # back to the table's limits, not the server's default
         return None
 
     def choose_sample(self, table: Table, estimate: int | None, sample_rows: int) -> Sample:
@@ -141,12 +192,11 @@ class SQLAlchemyStatsBackend:
             return Sample(limit=sample_rows, tablesample_percent=percent)
         return Sample(limit=sample_rows)
 
-    def probe(self, table: Table, columns: Sequence[str], limit: int) -> list[tuple[object, ...]]:
+    def probe(self, table: Table, columns: Sequence[str], sample: Sample) -> list[tuple[object, ...]]:
         if self.text_sql:
-            return self._rows(self._sample_sql(table, columns, Sample(limit=limit)))
-        tbl = self._table(table, columns)
-        rows = self.conn.execute(sa.select(*(tbl.c[c] for c in columns)).select_from(tbl).limit(limit))
-        return [tuple(r) for r in rows]
+            return self._rows(self._sample_sql(table, columns, sample))
+        s = self._sample(table, columns, sample)
+        return [tuple(r) for r in self.conn.execute(sa.select(*(s.c[c] for c in columns)))]
 
     def aggregate(self, table: Table, plans: Sequence[ColumnPlan], sample: Sample) -> tuple[object, ...]:
         if self.text_sql:

@@ -1,14 +1,19 @@
 """Table and column statistics from a bounded sample, within a per-datasource time budget.
 
-Per table, at most three queries, each over a bounded sample (``LIMIT n`` subquery, or
-``TABLESAMPLE`` where the backend offers it and the table is large), so that a table of
-100 million rows costs about as much as one of 10,000:
+Per table, at most three queries, each over the same bounded sample (``LIMIT n`` subquery, or
+``TABLESAMPLE ... REPEATABLE`` where the backend offers it and the table is large), so that a
+table of 100 million rows costs about as much as one of 10,000:
 
-1. a *probe* of the first rows of text-like columns, checked in memory for personal data
-   (values never leave this module);
-2. one *aggregate* query with every column's non-null count, distinct count and (for columns
-   that are not PII) min/max;
+1. one *aggregate* query with every column's non-null count, distinct count and (for columns
+   not flagged by name) min/max, held in memory until the PII decision;
+2. a *probe* of the whole sample's text-like columns, and of numeric columns whose min or max
+   is long enough to be a card number, checked in memory for personal data anywhere in a value
+   (values never leave this module); a column it flags records no value at all;
 3. one grouped *top values* query, only for low-cardinality text columns that are not PII.
+
+Every value about to be recorded (min, max, a top value) is then checked on its own with
+:func:`~nl2sql_assets.adapters.pii.recorded_value_kind`, the test the blocking check applies,
+and withheld when it shows personal data: nothing is recorded that the check would refuse.
 
 (Tables wider than 250 columns split the aggregate into several queries, to stay under
 PostgreSQL's limit of 1,664 select-list entries.)
@@ -17,6 +22,8 @@ The row count is exact when the sample holds the whole table; otherwise it comes
 catalog (an estimate) or a count the backend can bound in time. Every table and column
 records ``status`` (exact / sampled / estimated / skipped) and a ``note`` saying why. When the
 budget runs out, the remaining tables are ``skipped`` with the note ``time budget exhausted``.
+A backend that can (:class:`TimeLimits`) bounds every statement by what is left of the budget
+and skips a table another session holds locked after a short wait, with a warning saying so.
 Views are not sampled: a view's query can cost anything, whatever the ``LIMIT``.
 
 The SQL itself lives in the backends (:class:`StatsBackend`): the SQLAlchemy adapter writes
@@ -32,15 +39,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from datetime import time as dtime
-from typing import Protocol
+from decimal import Decimal
+from typing import Protocol, runtime_checkable
 
-from nl2sql_assets.adapters.pii import pii_kind_from_values
+from nl2sql_assets.adapters.pii import kinds_in_value, person_hint, pii_kind_from_values, recorded_value_kind
 from nl2sql_assets.schema.models import Column, ColumnStats, StatStatus, Table
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_SAMPLE_ROWS = 10_000
-DEFAULT_PROBE_ROWS = 500
+DEFAULT_PROBE_ROWS: int | None = None  # the whole sample
 LOW_CARDINALITY = 20
 AGGREGATE_COLUMNS_PER_QUERY = 250  # up to 4 expressions each: under PostgreSQL's 1,664 target-list limit
 TOP_VALUE_COLUMNS_PER_QUERY = 50
@@ -49,6 +57,10 @@ MAX_VALUE_CHARS = 100
 BUDGET_EXHAUSTED = "time budget exhausted"
 VIEW_NOTE = "view: not sampled (its query can be arbitrarily expensive)"
 _PROBE_FAMILIES = {"text", "other", "json"}
+_NUMBER_FAMILIES = {"integer", "decimal", "float"}
+LONG_NUMBER = 10**12  # card numbers have 13 to 19 digits
+VALUE_WITHHELD = "values that look like personal data withheld"
+UNCHECKED_WITHHELD = "values withheld: the time budget ran out before the personal-data check"
 _TOP_FAMILIES = {"text"}
 
 TableKey = tuple[str | None, str]
@@ -97,8 +109,8 @@ class StatsBackend(Protocol):
     def choose_sample(self, table: Table, estimate: int | None, sample_rows: int) -> Sample:
         ...
 
-    def probe(self, table: Table, columns: Sequence[str], limit: int) -> list[tuple[object, ...]]:
-        """The first ``limit`` rows of ``columns``, as tuples."""
+    def probe(self, table: Table, columns: Sequence[str], sample: Sample) -> list[tuple[object, ...]]:
+        """The sampled rows of ``columns``, as tuples: the rows ``aggregate`` reads for ``sample``."""
         ...
 
     def aggregate(self, table: Table, plans: Sequence[ColumnPlan], sample: Sample) -> tuple[object, ...]:
@@ -113,6 +125,23 @@ class StatsBackend(Protocol):
         ...
 
     def supports_minmax(self, column: Column) -> bool:
+        ...
+
+
+@runtime_checkable
+class TimeLimits(Protocol):
+    """A backend that bounds each statement, and each wait for another session's lock, in time.
+
+    Without it one statement on a locked or huge table could outlast the whole budget, which is
+    only checked between tables.
+    """
+
+    def limit_time(self, seconds: float | None) -> None:
+        """Bound each following statement to ``seconds``; None restores the session's defaults."""
+        ...
+
+    def timeout_reason(self, exc: BaseException) -> str | None:
+        """Why a statement failed when it met a time or lock limit (a locked table); else None."""
         ...
 
 
@@ -142,7 +171,7 @@ def compute_statistics(
     *,
     budget_s: float,
     sample_rows: int = DEFAULT_SAMPLE_ROWS,
-    probe_rows: int = DEFAULT_PROBE_ROWS,
+    probe_rows: int | None = DEFAULT_PROBE_ROWS,
     describe_error: Callable[[BaseException], str] = lambda exc: type(exc).__name__,
     clock: Callable[[], float] = time.monotonic,
 ) -> tuple[list[Table], list[str]]:
@@ -153,7 +182,8 @@ def compute_statistics(
         backend: the dialect's queries.
         budget_s: seconds for the whole datasource; tables reached after it are skipped.
         sample_rows: rows per table sample.
-        probe_rows: rows examined for value-based PII detection.
+        probe_rows: rows examined for value-based PII detection; None (default): the whole sample,
+            the rows min, max and top values come from.
         describe_error: turns a query failure into a redacted one-line reason.
         clock: a monotonic clock (tests pass their own).
 
@@ -163,62 +193,130 @@ def compute_statistics(
     deadline = clock() + max(budget_s, 0.0)
     warnings: list[str] = []
     sample_rows = max(int(sample_rows), 1)
+    limits = backend if isinstance(backend, TimeLimits) else None
     estimates: dict[TableKey, tuple[int, str]] = {}
     real_tables = [t for t in tables if t.kind == "table"]
-    if real_tables and clock() < deadline:
-        try:
-            estimates = backend.estimated_row_counts(real_tables)
-        except backend.query_errors as exc:
-            warnings.append(f"row estimates unavailable: {describe_error(exc)}")
     out: list[Table] = []
     done = skipped = 0
-    for table in tables:
-        if table.kind == "view":
-            out.append(_skipped_table(table, VIEW_NOTE))
-            continue
-        if clock() >= deadline:
-            out.append(_skipped_table(table, BUDGET_EXHAUSTED))
-            skipped += 1
-            continue
-        try:
-            out.append(_table_statistics(table, backend, estimates.get((table.schema_name, table.name)),
-                                         sample_rows, probe_rows, deadline, clock))
-            done += 1
-        except backend.query_errors as exc:
-            reason = describe_error(exc)
-            note = f"statistics query failed: {reason}"
-            warnings.append(f"table {table.qualified_name}: {note}")
-            out.append(_skipped_table(table, note))
+    try:
+        if real_tables and clock() < deadline:
+            try:
+                if limits is not None:
+                    limits.limit_time(deadline - clock())
+                estimates = backend.estimated_row_counts(real_tables)
+            except backend.query_errors as exc:
+                warnings.append(f"row estimates unavailable: {describe_error(exc)}")
+        for table in tables:
+            if table.kind == "view":
+                out.append(_skipped_table(table, VIEW_NOTE))
+                continue
+            if clock() >= deadline:
+                out.append(_skipped_table(table, BUDGET_EXHAUSTED))
+                skipped += 1
+                continue
+            try:
+                if limits is not None:  # no statement of this table outlasts the budget
+                    limits.limit_time(deadline - clock())
+                out.append(_table_statistics(table, backend, estimates.get((table.schema_name, table.name)),
+                                             sample_rows, probe_rows, deadline, clock))
+                done += 1
+            except backend.query_errors as exc:
+                timeout = limits.timeout_reason(exc) if limits is not None else None
+                note = f"statistics skipped: {timeout}" if timeout else f"statistics query failed: {describe_error(exc)}"
+                warnings.append(f"table {table.qualified_name}: {note}")
+                out.append(_skipped_table(table, note))
+    finally:
+        if limits is not None:
+            try:
+                limits.limit_time(None)
+            except backend.query_errors as exc:
+                logger.warning("statistics: the session's time limits could not be restored: %s",
+                               describe_error(exc))
     logger.info("statistics: %d tables sampled, %d skipped by the time budget, %d failed",
                 done, skipped, len(warnings))
     return out, warnings
 
 
+def _measured(plans: Sequence[ColumnPlan], row: tuple[object, ...]) -> dict[str, tuple[int, int | None, object, object]]:
+    """The aggregate row per column: non-null count, distinct count, raw min and max (in memory only)."""
+    out: dict[str, tuple[int, int | None, object, object]] = {}
+    cursor = 1
+    for plan in plans:
+        non_null = int(row[cursor] or 0)  # type: ignore[call-overload]
+        cursor += 1
+        distinct = None
+        if plan.distinct:
+            distinct = int(row[cursor] or 0)  # type: ignore[call-overload]
+            cursor += 1
+        low = high = None
+        if plan.minmax:
+            low, high = row[cursor], row[cursor + 1]
+            cursor += 2
+        out[plan.name] = (non_null, distinct, low, high)
+    return out
+
+
+def _may_be_card(value: object) -> bool:
+    """Whether a numeric column's min or max allows card numbers in it (or is not a number at all,
+    as SQLite lets any column hold text)."""
+    if value is None or isinstance(value, bool):
+        return False
+    if isinstance(value, int | float | Decimal):
+        return abs(value) >= LONG_NUMBER
+    return True
+
+
+def _flag_by_values(table: Table, columns: list[Column], measured: dict[str, tuple[int, int | None, object, object]],
+                    backend: StatsBackend, sample: Sample, deadline: float,
+                    clock: Callable[[], float]) -> tuple[list[Column], set[str]]:
+    """The columns with value-based PII flags, from one probe of the sample (values stay in memory),
+    and the columns the time budget left unchecked (they record no value either)."""
+    names = [c.name for c in columns if not c.pii and measured[c.name][0] > 0 and (
+        c.type_family in _PROBE_FAMILIES
+        or (c.type_family in _NUMBER_FAMILIES and any(_may_be_card(v) for v in measured[c.name][2:])))]
+    if not names:
+        return columns, set()
+    rows = backend.probe(table, names, sample)
+    kinds: dict[str, str] = {}
+    unchecked: set[str] = set()
+    for position, name in enumerate(names):
+        if clock() >= deadline:
+            unchecked.update(names[position:])
+            break
+        kind = pii_kind_from_values((row[position] for row in rows), person=person_hint(name))
+        if kind is not None:
+            kinds[name] = kind
+    del rows
+    if kinds or unchecked:
+        logger.debug("table %s: %d column(s) flagged as PII by their values, %d left unchecked by the time budget",
+                     table.qualified_name, len(kinds), len(unchecked))
+    return [c.model_copy(update={"pii": True, "pii_kind": kinds[c.name]}) if c.name in kinds else c
+            for c in columns], unchecked
+
+
+def _recordable(value: object, column_name: str) -> tuple[str | None, bool]:
+    """``value`` as text for the statistics (None for None and binary values), and whether it was
+    withheld because it shows personal data, checked whole and as the shortened text recorded."""
+    text = value_text(value)
+    if text is not None and (kinds_in_value(value) or recorded_value_kind(text, column_name) is not None):
+        return None, True
+    return text, False
+
+
 def _table_statistics(table: Table, backend: StatsBackend, estimate: tuple[int, str] | None,
-                      sample_rows: int, probe_rows: int, deadline: float,
+                      sample_rows: int, probe_rows: int | None, deadline: float,
                       clock: Callable[[], float]) -> Table:
     sample = backend.choose_sample(table, estimate[0] if estimate else None, sample_rows)
     columns = list(table.columns)
-
-    probe_names = [c.name for c in columns if not c.pii and c.type_family in _PROBE_FAMILIES]
-    if probe_names:
-        rows = backend.probe(table, probe_names, min(probe_rows, sample.limit))
-        kinds: dict[str, str] = {}
-        for position, name in enumerate(probe_names):
-            kind = pii_kind_from_values(row[position] for row in rows)
-            if kind is not None:
-                kinds[name] = kind
-        del rows
-        if kinds:
-            columns = [c.model_copy(update={"pii": True, "pii_kind": kinds[c.name]}) if c.name in kinds else c
-                       for c in columns]
-
     plans = [ColumnPlan(c.name, backend.supports_distinct(c), not c.pii and backend.supports_minmax(c))
              for c in columns]
     row: tuple[object, ...] = ()
     for start in range(0, max(len(plans), 1), AGGREGATE_COLUMNS_PER_QUERY):  # very wide tables: a few queries
         part = backend.aggregate(table, plans[start:start + AGGREGATE_COLUMNS_PER_QUERY], sample)
         row = part if not row else row + tuple(part[1:])
+    measured = _measured(plans, row)
+    probe_sample = sample if probe_rows is None else Sample(min(probe_rows, sample.limit), sample.tablesample_percent)
+    columns, unchecked = _flag_by_values(table, columns, measured, backend, probe_sample, deadline, clock)
     sampled_n = int(row[0] or 0)  # type: ignore[call-overload]
     whole = sample.tablesample_percent is None and sampled_n < sample.limit
 
@@ -244,18 +342,17 @@ def _table_statistics(table: Table, backend: StatsBackend, estimate: tuple[int, 
     col_status: StatStatus = "exact" if whole else "sampled"
     base_note = None if whole else f"{sample.label(sampled_n)}; distinct count within the sample"
     stats: dict[str, ColumnStats] = {}
-    cursor = 1
-    for column, plan in zip(columns, plans, strict=True):
-        non_null = int(row[cursor] or 0)  # type: ignore[call-overload]
-        cursor += 1
-        distinct = None
-        if plan.distinct:
-            distinct = int(row[cursor] or 0)  # type: ignore[call-overload]
-            cursor += 1
+    screened: set[str] = set()
+    for column in columns:
+        non_null, distinct, low_raw, high_raw = measured[column.name]
         low = high = None
-        if plan.minmax:
-            low, high = value_text(row[cursor]), value_text(row[cursor + 1])
-            cursor += 2
+        if column.name in unchecked:
+            screened.add(column.name)
+        elif not column.pii:
+            (low, low_withheld), (high, high_withheld) = (_recordable(low_raw, column.name),
+                                                          _recordable(high_raw, column.name))
+            if low_withheld or high_withheld:
+                screened.add(column.name)
         note = base_note
         if column.pii:
             withheld = f"PII ({column.pii_kind}): values, min and max withheld"
@@ -267,7 +364,7 @@ def _table_statistics(table: Table, backend: StatsBackend, estimate: tuple[int, 
         )
 
     low_card = [c.name for c in columns
-                if c.type_family in _TOP_FAMILIES and not c.pii
+                if c.type_family in _TOP_FAMILIES and not c.pii and c.name not in unchecked
                 and (s := stats[c.name]).distinct_count is not None
                 and 0 < s.distinct_count <= LOW_CARDINALITY
                 and s.distinct_count * 2 <= sampled_n * (1 - (s.null_fraction or 0.0)) + 1e-9]
@@ -276,12 +373,18 @@ def _table_statistics(table: Table, backend: StatsBackend, estimate: tuple[int, 
         for start in range(0, len(low_card), TOP_VALUE_COLUMNS_PER_QUERY):
             chunk = low_card[start:start + TOP_VALUE_COLUMNS_PER_QUERY]
             for position, value, count in backend.top_values(table, chunk, sample):
-                text = value_text(value)
-                if text is not None:
+                name = chunk[int(position)]  # type: ignore[call-overload]
+                text, withheld = _recordable(value, name)
+                if withheld:
+                    screened.add(name)
+                elif text is not None:
                     groups.setdefault(start + int(position), []).append((int(count), text))  # type: ignore[call-overload]
         for position, name in enumerate(low_card):
             ranked = sorted(groups.get(position, []), key=lambda item: (-item[0], item[1]))
             stats[name] = stats[name].model_copy(update={"top_values": [v for _, v in ranked[:TOP_VALUES]]})
+    for name in screened:
+        note, why = stats[name].note, UNCHECKED_WITHHELD if name in unchecked else VALUE_WITHHELD
+        stats[name] = stats[name].model_copy(update={"note": f"{why}; {note}" if note else why})
 
     return table.model_copy(update={
         "row_count": row_count, "row_count_status": count_status, "stats_note": table_note,

@@ -3,7 +3,9 @@
 What ``nl2sql-assets audit`` prints: the live version, the version history (schema store,
 vector store, Dagster partitions), the run and time of each asset of the live version, chunk
 counts, the embedding model, and whether Chroma holds exactly the chunks the SchemaStore's
-snapshot implies. Problems (disagreements) make the audit fail; warnings do not.
+snapshot implies. Problems (disagreements) make the audit fail; warnings do not. Each version's
+state (live, pending, retained, evicted, never indexed) is decided by the same function as the
+UI's ``index_status`` (:func:`nl2sql_assets.defs.status.version_state`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from nl2sql_assets.app.runner import IndexResources
 from nl2sql_assets.config import Settings, load_datasources
+from nl2sql_assets.defs.status import datasource_versions, registered_partitions
 from nl2sql_assets.errors import Nl2SqlError, UnknownDatasourceError
 from nl2sql_assets.indexing.chunk_builder import build_chunks
 from nl2sql_assets.indexing.models import CHUNK_TYPES, IndexState
@@ -45,6 +48,8 @@ class VersionEntry(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     schema_version: str
+    #: live, pending, retained, evicted or never_indexed (``pipeline.names.VERSION_STATES``)
+    state: str
     live: bool = False
     in_schema_store: bool = False
     in_vector_store: bool = False
@@ -137,11 +142,12 @@ def build_audit(
                 raise UnknownDatasourceError(ds, known)
         selected = [ds for ds in known if not datasource_ids or ds in datasource_ids]
         partitions = instance.get_dynamic_partitions(PARTITIONS_NAME)
+        registered = registered_partitions(instance)
         report_problems: list[str] = []
         if stored_identity is not None and stored_identity != configured:
             report_problems.append(f"the vector store holds vectors of {stored_identity.key}, "
                                    f"the configured provider is {configured.key}")
-        audits = [_audit_one(ds, store, vectors, states.get(ds), instance, partitions,
+        audits = [_audit_one(ds, store, vectors, states.get(ds), instance, partitions, registered,
                              in_file=ds in file_ids) for ds in selected]
         return AuditReport(
             generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -155,7 +161,8 @@ def build_audit(
 
 
 def _audit_one(ds: str, store: SchemaStore, vectors: VectorStore, state: IndexState | None,
-               instance: dg.DagsterInstance, partitions: Sequence[str], *, in_file: bool) -> DatasourceAudit:
+               instance: dg.DagsterInstance, partitions: Sequence[str], registered: dict[str, set[str]], *,
+               in_file: bool) -> DatasourceAudit:
     problems: list[str] = []
     warnings: list[str] = []
     stored = store.list_versions(ds)
@@ -207,13 +214,16 @@ def _audit_one(ds: str, store: SchemaStore, vectors: VectorStore, state: IndexSt
 
     versions: dict[str, VersionEntry] = {}
     store_versions = {v.schema_version for v in stored}
-    for version in sorted(set(partition_versions) | store_versions | ({live} if live else set())):
+    row = datasource_versions(ds, store_versions=store_versions, live=live, partition_versions=partition_versions,
+                              registered_versions=registered.get(ds, ()))  # the same states as the UI's index_status
+    for version, version_state in row.states.items():
         in_vectors = version == live or bool(vectors.list_ids(ds, version))
         run = _latest_materialization(instance, CHROMA_COLLECTION, partition_key(ds, version)) \
             if version in partition_versions else None
         versions[version] = VersionEntry(
-            schema_version=version, live=version == live, in_schema_store=version in store_versions,
-            in_vector_store=in_vectors, partition=version in partition_versions,
+            schema_version=version, state=version_state, live=version == live,
+            in_schema_store=version in store_versions, in_vector_store=in_vectors,
+            partition=version in partition_versions,
             indexed_at=run.materialized_at if run else None, index_run_id=run.run_id if run else None,
         )
     return DatasourceAudit(
@@ -245,7 +255,7 @@ def format_audit(report: AuditReport) -> str:
         for v in audit.versions:
             where = [w for w, on in (("live", v.live), ("schema store", v.in_schema_store),
                                      ("vector store", v.in_vector_store), ("partition", v.partition)) if on]
-            gone = "" if v.in_schema_store or v.live else " (evicted)"
+            gone = f" ({v.state.replace('_', ' ')})" if v.state in ("evicted", "never_indexed") else ""
             indexed = f", indexed {v.indexed_at} run {v.index_run_id[:8]}" if v.index_run_id else ""
             lines.append(f"    {v.schema_version}: {', '.join(where) or 'nowhere'}{gone}{indexed}")
         if audit.lineage:

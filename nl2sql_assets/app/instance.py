@@ -8,6 +8,8 @@ CLI entry point sets (nothing here writes the environment).
 
 from __future__ import annotations
 
+import fcntl
+import logging
 import os
 import shutil
 import socket
@@ -19,15 +21,53 @@ from pathlib import Path
 import dagster as dg
 
 from nl2sql_assets.config import Settings
-from nl2sql_assets.errors import ConfigError
+from nl2sql_assets.errors import ConfigError, InstanceStorageError, StorageError
+from nl2sql_assets.filesystem import INSTANCE_DATABASES, check_folder, sqlite_header_problem
 from nl2sql_assets.pipeline.names import HOST_TAG, INDEX_POOL, PID_TAG
 
+log = logging.getLogger(__name__)
+
 PACKAGED_DAGSTER_YAML = Path(__file__).with_name("dagster.yaml")
+#: Held while a command creates or opens the instance: two commands creating the SQLite
+#: storages at once each stamped the schema version, and the instance was unusable after.
+INIT_LOCK = ".nl2sql-instance.lock"
+#: The instance's shared SQLite databases whose schema version Dagster stamps (per-run shards are per run).
+STAMPED_DATABASES = ("history/runs.db", "history/runs/index.db", "schedules/schedules.db")
+
+
+def check_dagster_home(home: Path) -> None:
+    """Refuse an unusable ``DAGSTER_HOME`` before any work starts: a file in its place, a
+    read-only folder, a full disk, a ``dagster.yaml`` that is not a file, or a truncated or
+    foreign instance database (Dagster would fail deep inside with a traceback). Creates nothing.
+
+    A zero-length run database is not refused (SQLite and Dagster start it afresh), but when
+    the event log still has content the lost run history is reported as a warning.
+
+    Raises:
+        StorageError: the folder is unusable.
+        InstanceStorageError: an instance database is damaged (the message says how to recover).
+    """
+    check_folder(home, "DAGSTER_HOME")
+    config = home / "dagster.yaml"
+    if config.exists() and not config.is_file():
+        raise StorageError("DAGSTER_HOME", home, f"{config} is not a file", f"remove {config} or point "
+                           "DAGSTER_HOME at another folder")
+    for relative in INSTANCE_DATABASES:
+        path = home / relative
+        if path.is_file():
+            problem = sqlite_header_problem(path)
+            if problem is not None:
+                raise InstanceStorageError(path, problem)
+    runs, events = home / INSTANCE_DATABASES[0], home / INSTANCE_DATABASES[1]
+    if runs.is_file() and runs.stat().st_size == 0 and events.is_file() and events.stat().st_size > 0:
+        log.warning("Dagster run database %s is empty but its event log is not: the run history was lost "
+                    "(the indexes are intact, they live in the schema store and Chroma)", runs)
 
 
 def prepare_instance(settings: Settings) -> dg.DagsterInstance:
     """The Dagster instance in ``settings.dagster_home``, created with the embedded default
-    ``dagster.yaml`` when the folder has none.
+    ``dagster.yaml`` when the folder has none; pool slots of runs whose process died are
+    released first thing, so no command waits behind a killed one.
 
     Raises:
         ConfigError: ``DAGSTER_HOME`` names another folder than the settings do.
@@ -37,11 +77,79 @@ def prepare_instance(settings: Settings) -> dg.DagsterInstance:
     if exported and Path(exported).expanduser().absolute() != home:
         raise ConfigError(f"is {exported!r}, but the settings name {str(home)!r}", source="environment",
                           field="DAGSTER_HOME")
+    check_dagster_home(home)
     home.mkdir(parents=True, exist_ok=True)
-    target = home / "dagster.yaml"
-    if not target.exists():
-        shutil.copyfile(PACKAGED_DAGSTER_YAML, target)
-    return dg.DagsterInstance.from_config(str(home))
+    with _exclusive(home / INIT_LOCK):
+        target = home / "dagster.yaml"
+        if not target.exists():
+            shutil.copyfile(PACKAGED_DAGSTER_YAML, target)
+        repair_schema_stamps(home)
+        instance = dg.DagsterInstance.from_config(str(home))  # creates and stamps the SQLite storages
+    release_dead_runs(instance)
+    return instance
+
+
+@contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` (created), released when the block ends or the process dies."""
+    with open(path, "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def dagster_schema_head() -> str | None:
+    """The schema version this Dagster release stamps on new storages (None if it cannot tell)."""
+    try:
+        from alembic.script import ScriptDirectory
+        from dagster._core.storage.runs.sqlite import sqlite_run_storage
+        from dagster._core.storage.sql import get_alembic_config
+
+        return ScriptDirectory.from_config(get_alembic_config(sqlite_run_storage.__file__)).get_current_head()
+    except Exception:  # noqa: BLE001 - Dagster internals; without them the state is only reported
+        return None
+
+
+def repair_schema_stamps(home: Path) -> list[Path]:
+    """Mend the state two concurrent first commands left before the lock existed.
+
+    One created the storage at Dagster's current schema and stamped it; the other, finding
+    tables but no stamp, stamped an older version too, and Dagster then failed with "more than
+    one head present" on every command. When the current version is among the stamps, the
+    tables are current and the others are dropped; otherwise the state is named with the way out.
+
+    Returns:
+        The databases mended.
+
+    Raises:
+        InstanceStorageError: a database holds several stamps that cannot be mended, or cannot be read.
+    """
+    mended: list[Path] = []
+    for relative in STAMPED_DATABASES:
+        path = home / relative
+        if not path.is_file():
+            continue
+        try:
+            with closing(sqlite3.connect(path, timeout=30)) as conn:
+                if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'alembic_version'").fetchone():
+                    continue
+                versions = sorted(r[0] for r in conn.execute("SELECT version_num FROM alembic_version"))
+                if len(versions) <= 1:
+                    continue
+                head = dagster_schema_head()
+                if head not in versions:
+                    raise InstanceStorageError(path, f"it is stamped with {len(versions)} schema versions "
+                                                     f"({', '.join(versions)}; two commands created it at once)")
+                with conn:
+                    conn.execute("DELETE FROM alembic_version WHERE version_num != ?", (head,))
+        except sqlite3.Error as exc:
+            raise InstanceStorageError(path, f"it cannot be read ({exc})") from None
+        log.warning("Dagster database %s was stamped with %d schema versions (two commands created it at "
+                    "once); kept the current one, %s", path, len(versions), head)
+        mended.append(path)
+    return mended
 
 
 def sqlite_instance_files(instance: dg.DagsterInstance) -> list[Path]:

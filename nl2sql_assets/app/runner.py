@@ -11,21 +11,21 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Literal
 
 import dagster as dg
 from pydantic import BaseModel, ConfigDict
 
-from nl2sql_assets.app.instance import process_tags, release_dead_runs, sqlite_kept_open
+from nl2sql_assets.app.instance import process_tags, sqlite_kept_open
 from nl2sql_assets.config import DatasourceConfig, Settings, load_datasources
 from nl2sql_assets.defs.definitions import build_definitions
 from nl2sql_assets.drift import check_drift
-from nl2sql_assets.errors import Nl2SqlError, UnknownDatasourceError
+from nl2sql_assets.errors import UnknownDatasourceError
 from nl2sql_assets.pipeline.names import INDEX_JOB, PARTITIONS_NAME, RESOURCE_KEYS
-from nl2sql_assets.pipeline.planning import IndexRequest, plan_index, repair_request
-from nl2sql_assets.schema.protocol import SchemaStore
+from nl2sql_assets.pipeline.planning import IndexRequest, plan_index
+from nl2sql_assets.pipeline.repairs import find_repairs
 from resources import build_resources, close_resources, resolve_env_vars
 from resources.datasources import DatasourcesResource
 from resources.embeddings import EmbeddingsResource
@@ -34,7 +34,7 @@ from resources.schema_store import SchemaStoreResource
 from resources.vector_store import VectorStoreResource
 
 log = logging.getLogger(__name__)
-IndexStatus = Literal["new_version", "metadata_refresh", "repair", "unchanged", "failed"]
+IndexStatus = Literal["new_version", "metadata_refresh", "repair", "pending_refresh", "unchanged", "failed"]
 
 
 class IndexResources:
@@ -92,6 +92,8 @@ class IndexResult(BaseModel):
             return f"{self.datasource_id}: metadata refresh of {self.schema_version}{run}"
         if self.status == "repair":
             return f"{self.datasource_id}: re-indexed {self.schema_version} (was not live){run}"
+        if self.status == "pending_refresh":
+            return f"{self.datasource_id}: completed the pending refresh of {self.schema_version}{run}"
         if self.status == "unchanged":
             return f"{self.datasource_id}: unchanged ({self.schema_version})"
         where = f" ({self.partition_key})" if self.partition_key else ""
@@ -139,6 +141,7 @@ def run_index(
     repair: bool = True,
     extra_resources: Mapping[str, object] | None = None,
     log_level: str = "WARNING",
+    progress: Callable[[str], None] | None = None,
 ) -> list[IndexResult]:
     """Drift detection, then one in-process ``index_job`` run per new structure or metadata change.
 
@@ -148,10 +151,14 @@ def run_index(
         instance: the Dagster instance the runs are recorded on (:func:`prepare_instance`).
         resources: shared resources (created and closed here when None).
         now: the detection time (tests); default: the clock.
-        repair: also re-run an unchanged datasource whose latest version is not live in Chroma
-            (its last run failed after registration).
+        repair: also re-run an unchanged datasource whose vector store does not serve its latest
+            version as registered (not live, or a documentation refresh not applied: its last
+            run failed after registration); a vector store that cannot be read fails the datasource.
         extra_resources: resource overrides by key (tests).
-        log_level: what Dagster's console logger prints (the event log keeps everything).
+        log_level: what Dagster's console logger prints (the event log keeps everything);
+            ``CRITICAL`` keeps step failures off the console (the result line reports them).
+        progress: called with one line per step of long work (``[2/5] hr: indexing ...``); the
+            command line passes a writer to stderr only when stderr is a terminal.
 
     When runs were executed, the vector store's metrics (refresh counts and latencies, errors,
     breaker state) are written to ``settings.metrics_path`` in the Prometheus textfile format.
@@ -168,6 +175,8 @@ def run_index(
     res = resources or IndexResources(settings)
     try:
         store = res.schema_store.get_store()
+        if progress is not None:
+            progress(f"checking {len(configs)} datasource(s) for drift ...")
         plan = plan_index(check_drift(configs, store, now=now))
         results: dict[str, IndexResult] = {
             o.datasource_id: IndexResult(datasource_id=o.datasource_id, status=o.status,
@@ -176,16 +185,27 @@ def run_index(
         }
         requests: list[IndexRequest] = list(plan.requests)
         if repair:
-            requests += _repairs(res, store, [r for r in results.values() if r.status == "unchanged"])
+            vectors = res.vector_store.get_store(res.embeddings.get_service())
+            repairs, failed = find_repairs(plan.outcomes, store, vectors, attempt=str(int(time.time())))
+            requests += repairs
+            results.update({o.datasource_id: IndexResult(datasource_id=o.datasource_id, status="failed",
+                                                         schema_version=o.schema_version, error=o.error)
+                            for o in failed})
         if requests:
-            release_dead_runs(instance)
             instance.add_dynamic_partitions(PARTITIONS_NAME, sorted({r.partition_key for r in requests}))
             overrides: dict[str, object] = dict(res.hardcoded())
             overrides.update(extra_resources or {})
             job = build_definitions(overrides).resolve_job_def(INDEX_JOB)
             with sqlite_kept_open(instance):
-                for request in requests:
+                for number, request in enumerate(requests, start=1):
+                    if progress is not None:
+                        progress(f"[{number}/{len(requests)}] {request.datasource_id}: indexing "
+                                 f"{request.schema_version} ({request.kind.replace('_', ' ')}) ...")
                     results[request.datasource_id] = _execute(job, instance, request, log_level)
+                    if progress is not None:
+                        done = results[request.datasource_id]
+                        progress(f"[{number}/{len(requests)}] {request.datasource_id}: {done.status.replace('_', ' ')} "
+                                 f"in {done.seconds:.1f} s")
             res.vector_store.metrics.write_textfile(settings.metrics_path)
             log.info("metrics written to %s", settings.metrics_path)
         order = {c.id: i for i, c in enumerate(configs)}
@@ -193,26 +213,6 @@ def run_index(
     finally:
         if own:
             res.close()
-
-
-def _repairs(res: IndexResources, store: SchemaStore, unchanged: list[IndexResult]) -> list[IndexRequest]:
-    if not unchanged:
-        return []
-    vectors = res.vector_store.get_store(res.embeddings.get_service())
-    out = []
-    for result in unchanged:
-        if not result.schema_version:
-            continue
-        try:
-            live = vectors.live_version(result.datasource_id)
-        except Nl2SqlError:
-            continue  # the run itself will report the vector store's failure next time
-        if live == result.schema_version:
-            continue
-        snapshot = store.get_snapshot(result.datasource_id, result.schema_version)
-        out.append(repair_request(result.datasource_id, result.schema_version, snapshot.fingerprint,
-                                  snapshot.metadata_hash, attempt=str(int(time.time()))))
-    return out
 
 
 def _execute(job: dg.JobDefinition, instance: dg.DagsterInstance, request: IndexRequest,

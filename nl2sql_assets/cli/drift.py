@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from nl2sql_assets.config import Settings, load_datasources
+from nl2sql_assets.cli.environment import store_settings
+from nl2sql_assets.config import load_datasources
 from nl2sql_assets.drift import DriftResult, check_drift
 from nl2sql_assets.schema.store import build_schema_store
 
@@ -29,7 +30,7 @@ def format_result(result: DriftResult, max_items: int = MAX_ITEMS) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = Settings.from_env()
+    settings = store_settings()
     configs = load_datasources(settings.datasources_path)
     store = build_schema_store(settings)
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 from nl2sql_assets.app.instance import prepare_instance
 from nl2sql_assets.app.runner import run_index
@@ -18,19 +19,36 @@ from nl2sql_assets.config import Settings
 
 
 def dagster_log_level(verbosity: int) -> str:
-    """Dagster's console log level for ``-v`` counts: warnings by default, run events with -v.
+    """Dagster's console log level for ``-v`` counts: silent by default (a failed step is
+    reported once, by its result line and the final summary), run events and failures with -v.
 
     >>> [dagster_log_level(n) for n in (0, 1, 2)]
-    ['WARNING', 'INFO', 'DEBUG']
+    ['CRITICAL', 'INFO', 'DEBUG']
     """
-    return "WARNING" if verbosity <= 0 else "INFO" if verbosity == 1 else "DEBUG"
+    return "CRITICAL" if verbosity <= 0 else "INFO" if verbosity == 1 else "DEBUG"
+
+
+def terminal_progress() -> Callable[[str], None] | None:
+    """A progress writer to stderr when stderr is a terminal; None (quiet) when it is piped."""
+    stream = sys.stderr
+    try:
+        if not stream.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+
+    def write(line: str) -> None:
+        print(line, file=stream, flush=True)
+
+    return write
 
 
 def index_and_report(settings: Settings, datasource_ids: list[str], verbosity: int = 0) -> int:
     """Index, print one line per datasource, and return the exit status (shared with ``demo``)."""
     instance = prepare_instance(settings)
     try:
-        results = run_index(settings, datasource_ids, instance=instance, log_level=dagster_log_level(verbosity))
+        results = run_index(settings, datasource_ids, instance=instance, log_level=dagster_log_level(verbosity),
+                            progress=terminal_progress())
     finally:
         instance.dispose()
     if not results:

@@ -8,20 +8,32 @@ question, unknown datasource/tenant/version) gets an error line
 is such a line too, so output line N always answers input line N). The exit status is 0, as
 the command line table of the README says, with the count of error lines on stderr. A missing input file, or ``--batch``
 without ``--out``, is a usage error (exit 2).
+
+The input is read as bytes and decoded line by line, so a line that is not UTF-8, or that holds
+a lone surrogate (``"\\ud800"``), costs that line alone: it gets an error line. Output is
+ASCII JSON (surrogates escaped), so no input can break the writer. An output path that cannot
+be written (a directory, a missing folder) and a command-line question that is not valid text
+(undecodable bytes in argv) are usage errors with one message, exit 2. A line's query texts
+are bounded (:mod:`nl2sql_assets.retrieval.query`), so one huge line cannot stall the batch.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
 from nl2sql_assets.config import Settings
 from nl2sql_assets.errors import Nl2SqlError, RetrievalError
 from nl2sql_assets.retrieval.models import RetrievalRequest, RetrievalResult
+from nl2sql_assets.retrieval.query import invalid_text
 from nl2sql_assets.retrieval.retriever import SchemaRetriever
+
+log = logging.getLogger(__name__)
 
 BATCH_CHUNK = 64
 _BATCH_FIELDS = ("question", "datasource", "tenant", "schema_version", "evidence")
@@ -47,12 +59,28 @@ def format_result(result: RetrievalResult) -> str:
             lines.append(f"  {pairs} ({rel.cardinality})")
     if result.fallback:
         lines.append(f"fallback: {result.fallback}")
+    if result.confidence is not None:
+        lines.append(f"confidence: {result.confidence:.2f}")
     for warning in result.warnings:
         lines.append(f"warning: {warning}")
     t = result.timings_ms
     lines.append(f"timings: embed {t.get('embed', 0):.1f} ms, vector {t.get('vector', 0):.1f} ms, "
                  f"total {t.get('total', 0):.1f} ms")
     return "\n".join(lines)
+
+
+def _decode(raw: bytes, number: int) -> tuple[str | None, object, str | None]:
+    """The line as text, or None with the line's id (when it can be read) and an error message."""
+    try:
+        return raw.decode("utf-8"), None, None
+    except UnicodeDecodeError as exc:
+        message = f"line {number}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start})"
+    try:  # the id, when the bad bytes are elsewhere: so the error line can be matched to its input
+        data = json.loads(raw.decode("utf-8", errors="replace"))
+        ident = data.get("id") if isinstance(data, dict) else None
+    except ValueError:
+        ident = None
+    return None, (None if isinstance(ident, str) and "\ufffd" in ident else ident), message
 
 
 def _parse_line(text: str, number: int) -> tuple[object, RetrievalRequest | str]:
@@ -70,25 +98,38 @@ def _parse_line(text: str, number: int) -> tuple[object, RetrievalRequest | str]
     for key in _BATCH_FIELDS[1:]:
         if data.get(key) is not None and not isinstance(data[key], str):
             return ident, f"line {number}: '{key}' must be a string"
+    for key in _BATCH_FIELDS:
+        problem = invalid_text(data[key]) if isinstance(data.get(key), str) else None
+        if problem:
+            return ident, f"line {number}: '{key}' is {problem}"
     return ident, RetrievalRequest(**{k: data.get(k) for k in _BATCH_FIELDS})
 
 
 def _answer(retriever, requests: list[RetrievalRequest]) -> list[RetrievalResult | str]:  # type: ignore[no-untyped-def]
-    """Results for a chunk; when the chunk fails, each request alone so one bad line costs one line."""
+    """Results for a chunk; when the chunk fails, each request alone so one bad line costs one line.
+
+    Any exception counts, not only the product's own errors: an input the checks did not foresee
+    must not sink the other lines. An unexpected one is logged with its traceback.
+    """
     try:
         return list(retriever.retrieve_batch(requests))
-    except Nl2SqlError:
-        out: list[RetrievalResult | str] = []
-        for request in requests:
-            try:
-                out.append(retriever.retrieve_batch([request])[0])
-            except Nl2SqlError as exc:
-                out.append(str(exc))
-        return out
+    except Exception as exc:  # noqa: BLE001 - retried line by line below
+        log.debug("a batch chunk failed (%s); answering its %d lines one by one", exc, len(requests))
+    out: list[RetrievalResult | str] = []
+    for request in requests:
+        try:
+            out.append(retriever.retrieve_batch([request])[0])
+        except Nl2SqlError as exc:
+            out.append(str(exc))
+        except Exception as exc:  # noqa: BLE001 - one line's failure becomes its error line
+            log.exception("retrieval failed on a batch line")
+            out.append(f"retrieval failed ({type(exc).__name__}: {exc})")
+    return out
 
 
-def run_batch(retriever, source: TextIO, sink: TextIO) -> tuple[int, int]:  # type: ignore[no-untyped-def]
-    """Answer every line of ``source`` into ``sink``, one output line each; returns (answered, errors)."""
+def run_batch(retriever, source: Iterable[bytes], sink: TextIO) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """Answer every line of ``source`` (raw bytes) into ``sink``, one output line each; returns
+    (answered, errors)."""
     answered = errors = 0
     pending: list[tuple[int, object, RetrievalRequest | str]] = []
 
@@ -106,37 +147,62 @@ def run_batch(retriever, source: TextIO, sink: TextIO) -> tuple[int, int]:  # ty
                 answered += 1
         pending.clear()
 
-    for number, text in enumerate(source, start=1):
-        if not text.strip():
+    for number, raw in enumerate(source, start=1):
+        text, ident, error = _decode(raw.removeprefix(b"\xef\xbb\xbf") if number == 1 else raw, number)
+        if text is None:
+            pending.append((number, ident, error))
+        elif not text.strip():
             pending.append((number, None, f"line {number}: empty line"))
-            continue
-        ident, item = _parse_line(text, number)
-        pending.append((number, ident, item))
+        else:
+            ident, item = _parse_line(text, number)
+            pending.append((number, ident, item))
         if len(pending) >= BATCH_CHUNK:
             flush()
     flush()
     return answered, errors
 
 
+def _usage_error(message: str) -> int:
+    print(f"nl2sql-assets retrieve: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _run_batch_files(source_path: Path, out_path: Path) -> int:
+    """Open both files before the models load, so a bad path costs one message and no wait."""
+    if not source_path.is_file():
+        return _usage_error(f"batch input {source_path} not found")
+    if out_path.is_dir():
+        return _usage_error(f"batch output {out_path} is a directory")
+    try:
+        source = source_path.open("rb")
+    except OSError as exc:
+        return _usage_error(f"batch input {source_path} cannot be read ({exc.strerror or exc})")
+    try:
+        # json.dumps writes ASCII; backslashreplace is the belt to its braces
+        sink = out_path.open("w", encoding="utf-8", errors="backslashreplace")
+    except OSError as exc:
+        source.close()
+        return _usage_error(f"batch output {out_path} cannot be written ({exc.strerror or exc})")
+    with source, sink, SchemaRetriever.from_settings(Settings.from_env()) as retriever:
+        answered, errors = run_batch(retriever, source, sink)
+    print(f"{answered} answered, {errors} error lines -> {out_path}", file=sys.stderr)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.batch:
         if args.question:
-            print("nl2sql-assets retrieve: error: give a question or --batch, not both", file=sys.stderr)
-            return 2
+            return _usage_error("give a question or --batch, not both")
         if not args.out:
-            print("nl2sql-assets retrieve: error: --batch needs --out OUT.jsonl", file=sys.stderr)
-            return 2
-        source_path = Path(args.batch)
-        if not source_path.is_file():
-            print(f"nl2sql-assets retrieve: error: batch input {source_path} not found", file=sys.stderr)
-            return 2
-        with SchemaRetriever.from_settings(Settings.from_env()) as retriever, \
-                source_path.open(encoding="utf-8") as source, Path(args.out).open("w", encoding="utf-8") as sink:
-            answered, errors = run_batch(retriever, source, sink)
-        print(f"{answered} answered, {errors} error lines -> {args.out}", file=sys.stderr)
-        return 0
+            return _usage_error("--batch needs --out OUT.jsonl")
+        return _run_batch_files(Path(args.batch), Path(args.out))
     if args.question is None or not args.question.strip():
         raise RetrievalError("the question is empty (give a question, or --batch IN.jsonl --out OUT.jsonl)")
+    for name in ("question", "evidence", "datasource", "tenant", "schema_version"):
+        value = getattr(args, name)
+        problem = invalid_text(value) if isinstance(value, str) else None
+        if problem:  # undecodable bytes in argv: say so before loading the models
+            raise RetrievalError(f"the {name.replace('_', ' ')} is {problem}")
     with SchemaRetriever.from_settings(Settings.from_env()) as retriever:
         result = retriever.retrieve(args.question, datasource=args.datasource, tenant=args.tenant,
                                     schema_version=args.schema_version, evidence=args.evidence)

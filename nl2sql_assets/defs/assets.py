@@ -20,16 +20,27 @@ from collections.abc import Iterator
 
 import dagster as dg
 
-from nl2sql_assets.defs.checks import chunk_check_results, check_specs, publish_check_results
+from nl2sql_assets.config import EvaluationConfig
+from nl2sql_assets.defs.checks import (
+    check_specs,
+    chunk_check_results,
+    per_datasource,
+    publish_check_results,
+    retrieval_figures,
+    retrieval_quality_result,
+)
 from nl2sql_assets.defs.metadata import (
     chunks_metadata,
     collection_metadata,
     enriched_metadata,
     snapshot_metadata,
 )
+from nl2sql_assets.defs.catalog import observation
 from nl2sql_assets.defs.partitions import datasource_versions_partitions
-from nl2sql_assets.errors import Nl2SqlError
+from nl2sql_assets.defs.status import log_index_status
+from nl2sql_assets.errors import Nl2SqlError, UnknownDatasourceError
 from nl2sql_assets.pipeline import names, steps
+from nl2sql_assets.pipeline.evaluation import evaluate_version
 from nl2sql_assets.pipeline.keys import parse_partition_key
 from nl2sql_assets.schema.models import SchemaSnapshot
 from resources.datasources import DatasourcesResource
@@ -81,6 +92,14 @@ def _approved_chunk_hash(context: dg.AssetExecutionContext) -> str | None:
     materialization = records[0].asset_materialization if records else None
     value = materialization.metadata.get(names.CHUNK_SET_HASH_KEY) if materialization else None
     return getattr(value, "value", None) if value is not None else None
+
+
+def _evaluation(datasources: DatasourcesResource, datasource_id: str) -> EvaluationConfig | None:
+    """The datasource's evaluation questions; None when its entry has left the datasources file since."""
+    try:
+        return datasources.get(datasource_id).evaluation
+    except UnknownDatasourceError:
+        return None
 
 
 def _spec(key: dg.AssetKey, kind: str, description: str, deps: list[dg.AssetKey]) -> dg.AssetSpec:
@@ -135,6 +154,9 @@ def schema_index(
             captured = steps.capture_snapshot(datasources.get(ds), store, version,
                                               detected_fingerprint=context.run.tags.get(names.DETECTED_FINGERPRINT_TAG))
             snapshot = captured.snapshot
+            context.log_event(observation(  # the datasource asset shows the structure last read
+                ds, fingerprint=snapshot.fingerprint, schema_version=version, observed_by=names.SCHEMA_SNAPSHOT,
+                checked_at=snapshot.captured_at, extra={"tables": len(snapshot.tables)}))
             yield dg.MaterializeResult(asset_key=SCHEMA_SNAPSHOT, metadata=snapshot_metadata(captured))
         if ENRICHED_SNAPSHOT in selected:
             enriched = steps.enrich(store, snapshot or store.get_snapshot(ds, version), llm.factory())
@@ -147,7 +169,7 @@ def schema_index(
             pii_columns = sum(c.pii for t in snapshot.tables for c in t.columns)
             # the blocking checks travel with it: a failure fails the step, before chroma_collection
             yield dg.MaterializeResult(asset_key=SCHEMA_CHUNKS, metadata=chunks_metadata(checked),
-                                       check_results=chunk_check_results(checked, pii_columns))
+                                       check_results=per_datasource(ds, chunk_check_results(checked, pii_columns)))
     except Nl2SqlError as exc:
         raise _failure(exc, ds, version) from None
 
@@ -166,6 +188,7 @@ def schema_index(
 )
 def chroma_collection(
     context: dg.AssetExecutionContext,
+    datasources: DatasourcesResource,
     schema_store: SchemaStoreResource,
     embeddings: EmbeddingsResource,
     vector_store: VectorStoreResource,
@@ -175,6 +198,7 @@ def chroma_collection(
         store = schema_store.get_store()
         snapshot = store.get_snapshot(ds, version)
         checked = steps.build_checked_chunks(snapshot)
+        evaluation = _evaluation(datasources, ds)  # read before writing: a broken file writes nothing
         vectors = vector_store.get_store(embeddings.get_service())
         published = steps.publish(store, vectors, snapshot, checked, retention=vector_store.retention(),
                                   approved_hash=_approved_chunk_hash(context))
@@ -183,8 +207,16 @@ def chroma_collection(
     metadata = collection_metadata(checked, published)
     # the process's counters (all runs of this process): what an operator graphs across runs
     metadata["vector_store_metrics"] = dg.MetadataValue.json(vector_store.metrics.as_dict())
+    log_index_status(context, store, vectors, ds)  # index_status: which version of each datasource is live now
+    report = None
+    if evaluation is not None and evaluation.questions:  # the gold questions, asked of the version just made live
+        report = evaluate_version(store, vectors, embeddings.get_service(), ds, version, evaluation,
+                                  tenant=snapshot.datasource.tenant)
+        # also on the materialization, whose numeric metadata the UI plots across partitions
+        metadata.update({f"retrieval_{key}": value for key, value in retrieval_figures(report).items()})
     return dg.MaterializeResult(asset_key=CHROMA_COLLECTION, metadata=metadata,
-                                check_results=publish_check_results(published))
+                                check_results=per_datasource(ds, [*publish_check_results(published),
+                                                                  retrieval_quality_result(report)]))
 
 
 schema_index_assets = [schema_index, chroma_collection]

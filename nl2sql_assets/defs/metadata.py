@@ -1,6 +1,11 @@
 """What the UI shows for each asset: the pipeline's outcomes as materialization metadata.
 
 No URL, no credential and no sampled value ever appears here.
+
+The UI plots numeric metadata across partitions, and partitions of every datasource share one
+line (156 tables, then 152, then 60: three databases, not a shrinking one). So the figures worth
+plotting are also recorded as ``<datasource>/<key>`` (:func:`datasource_keyed`), one line per
+datasource; the generic keys stay for whoever reads one partition.
 """
 
 from __future__ import annotations
@@ -10,6 +15,28 @@ import dagster as dg
 from nl2sql_assets.indexing.models import CHUNK_TYPES, ChunkSet
 from nl2sql_assets.pipeline.names import CHUNK_SET_HASH_KEY
 from nl2sql_assets.pipeline.steps import ChunkOutcome, EnrichOutcome, PublishOutcome, SnapshotOutcome
+
+#: The materialization figures also recorded per datasource.
+PLOTTED = ("tables", "columns", "foreign_keys", "pii_columns", "read_seconds", "chunks_total", "chunks_embedded",
+           "chunks_from_cache", "chunks_deleted", "refresh_seconds")
+
+
+def datasource_keyed(datasource_id: str, metadata: dict[str, object],
+                     keys: tuple[str, ...] | None = None) -> dict[str, object]:
+    """``metadata`` plus ``<datasource>/<key>`` for its numeric entries (those in ``keys`` when given).
+
+    >>> datasource_keyed("shop", {"tables": 3, "ok": True, "model": "m", "chunks_total": 17}, ("tables",))
+    {'tables': 3, 'ok': True, 'model': 'm', 'chunks_total': 17, 'shop/tables': 3}
+    """
+    extra = {f"{datasource_id}/{k}": v for k, v in metadata.items()
+             if (keys is None or k in keys) and _numeric(v)}
+    return {**metadata, **extra}
+
+
+def _numeric(value: object) -> bool:
+    if isinstance(value, dg.IntMetadataValue | dg.FloatMetadataValue):
+        return True
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def chunk_count_metadata(chunk_set: ChunkSet) -> dict[str, int]:
@@ -24,7 +51,7 @@ def chunk_count_metadata(chunk_set: ChunkSet) -> dict[str, int]:
 def snapshot_metadata(captured: SnapshotOutcome) -> dict[str, object]:
     """The registered snapshot, the registration verdict and a markdown diff of what changed."""
     snapshot = captured.snapshot
-    return {
+    return datasource_keyed(snapshot.datasource_id, {
         "datasource": snapshot.datasource_id,
         "schema_version": snapshot.schema_version or "",
         "fingerprint": snapshot.fingerprint,
@@ -42,7 +69,7 @@ def snapshot_metadata(captured: SnapshotOutcome) -> dict[str, object]:
         "diff": dg.MetadataValue.md(captured.diff.to_markdown()),
         "warnings": captured.warnings,
         "read_seconds": round(captured.read_seconds, 3),
-    }
+    }, PLOTTED)
 
 
 def enriched_metadata(enriched: EnrichOutcome) -> dict[str, object]:
@@ -63,7 +90,7 @@ def enriched_metadata(enriched: EnrichOutcome) -> dict[str, object]:
 
 def chunks_metadata(checked: ChunkOutcome) -> dict[str, object]:
     chunk_set = checked.chunk_set
-    return {
+    return datasource_keyed(chunk_set.datasource_id, {
         "datasource": chunk_set.datasource_id,
         "schema_version": chunk_set.schema_version,
         "tenant": chunk_set.tenant_id,
@@ -71,13 +98,13 @@ def chunks_metadata(checked: ChunkOutcome) -> dict[str, object]:
         "chunk_counts": dg.MetadataValue.json(chunk_set.counts()),
         CHUNK_SET_HASH_KEY: checked.chunk_set_hash,
         "seconds": round(checked.seconds, 4),
-    }
+    }, PLOTTED)
 
 
 def collection_metadata(checked: ChunkOutcome, published: PublishOutcome) -> dict[str, object]:
     chunk_set, report = checked.chunk_set, published.report
     version = chunk_set.schema_version
-    return {
+    return datasource_keyed(chunk_set.datasource_id, {
         "datasource": chunk_set.datasource_id,
         "schema_version": version,
         "live_version": version,
@@ -99,4 +126,4 @@ def collection_metadata(checked: ChunkOutcome, published: PublishOutcome) -> dic
         "evicted_versions": dg.MetadataValue.json(list(published.evicted_versions)),
         CHUNK_SET_HASH_KEY: published.chunk_set_hash,
         "refresh_seconds": round(report.seconds, 3),
-    }
+    }, PLOTTED)

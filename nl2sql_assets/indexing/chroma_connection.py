@@ -5,13 +5,22 @@ the manifest collection ``<name>__manifest`` holds one record per datasource (``
 Vectors are always passed in explicitly: Chroma's default embedding function is never
 created (``embedding_function=None``), so nothing downloads. ``chromadb`` and ``httpx`` are
 imported lazily, where a call needs them, to keep importing this package fast.
+
+Failures are told apart: a server that does not answer (or answers too late: see
+:class:`BoundedClientFactory`) is :class:`VectorStoreUnavailableError` and counts toward the
+breaker; damaged files (``chroma.sqlite3`` that is not a database, or fails its integrity
+check) are :class:`VectorStoreCorruptError`, whose message says how to rebuild; anything else
+is a :class:`VectorStoreError`.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
@@ -19,11 +28,13 @@ import numpy as np
 from nl2sql_assets.errors import (
     EmbeddingDimensionMismatchError,
     Nl2SqlError,
+    VectorStoreCorruptError,
     VectorStoreError,
     VectorStoreUnavailableError,
 )
 from nl2sql_assets.indexing.breaker import CircuitBreaker
 from nl2sql_assets.indexing.models import MetadataValue, ModelIdentity
+from nl2sql_assets.sqlite_health import check_file, corruption_in
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -71,6 +82,81 @@ def is_unavailable(exc: BaseException) -> bool:
     return type(exc) is Exception and not isinstance(exc, ChromaError)
 
 
+@dataclass(frozen=True)
+class StoreFiles:
+    """Where an embedded store keeps its data: checked when a call fails, so damage is reported
+    as damage (with the way out) rather than as an outage or an empty store."""
+
+    folder: Path
+
+    @property
+    def database(self) -> Path:
+        return self.folder / "chroma.sqlite3"
+
+    def damage(self) -> str | None:
+        """What is wrong with ``chroma.sqlite3``; None when it is healthy, missing or busy."""
+        problem = check_file(self.database)
+        return f"{self.database}: {problem}" if problem else None
+
+
+class BoundedClientFactory:
+    """Builds a client in a worker thread and waits for it at most ``timeout_s``.
+
+    ``chromadb.HttpClient`` talks to the server in its constructor, before any timeout can be
+    set on its HTTP session: a server that accepts connections but never answers (stopped,
+    swapping) would hold the caller forever. The worker is a daemon thread; while it still waits,
+    later calls wait for the same attempt instead of starting another (at most one stuck thread),
+    and when it finally succeeds its client is used.
+    """
+
+    def __init__(self, build: Callable[[], ClientAPI], *, timeout_s: float, where: str) -> None:
+        self.build = build
+        self.timeout_s = timeout_s
+        self.where = where
+        self._lock = threading.Lock()
+        self._attempt: _Attempt | None = None
+
+    def __call__(self) -> ClientAPI:
+        with self._lock:
+            attempt = self._attempt
+            if attempt is None or (attempt.done.is_set() and attempt.error is not None):
+                attempt = self._attempt = _Attempt(self.build, self.where)
+        if not attempt.done.wait(self.timeout_s):
+            raise TimeoutError(f"{self.where} did not answer within {self.timeout_s:g} s (opening the client)")
+        with self._lock:
+            if self._attempt is attempt:
+                self._attempt = None
+        if attempt.error is not None:
+            raise attempt.error
+        assert attempt.client is not None
+        return attempt.client
+
+
+class _Attempt:
+    """One client construction running in a daemon thread."""
+
+    def __init__(self, build: Callable[[], ClientAPI], where: str) -> None:
+        self.done = threading.Event()
+        self.client: ClientAPI | None = None
+        self.error: BaseException | None = None
+        self._build = build
+        threading.Thread(target=self._run, name=f"chroma-open {where}", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self.client = self._build()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
+            self.error = exc
+        finally:
+            self.done.set()
+
+
+def is_panic(exc: BaseException) -> bool:
+    """A panic of Chroma's Rust core (pyo3's ``PanicException``, a BaseException: a damaged
+    ``chroma.sqlite3`` can cause one), which must not escape as if it were an interrupt."""
+    return type(exc).__name__ == "PanicException"
+
+
 def identity_of(collection: Collection) -> ModelIdentity | None:
     """The model identity recorded on a collection; None when it records none."""
     meta = collection.metadata or {}
@@ -91,15 +177,17 @@ class ChromaConnection:
         collection_name: the chunk collection; the manifest is ``<collection_name>__manifest``.
         breaker: the circuit breaker every Chroma call goes through.
         where: a label for messages and logs (path or host:port), never a secret.
+        files: an embedded store's folder, checked for damage when a call fails.
     """
 
     def __init__(self, client: ClientAPI | Callable[[], ClientAPI], identity: Callable[[], ModelIdentity], *,
-                 collection_name: str, breaker: CircuitBreaker, where: str) -> None:
+                 collection_name: str, breaker: CircuitBreaker, where: str, files: StoreFiles | None = None) -> None:
         self.collection_name = collection_name_for(collection_name)
         self.manifest_name = f"{self.collection_name}__manifest"
         self.identity = identity
         self.breaker = breaker
         self.where = where
+        self.files = files
         if callable(client) and not hasattr(client, "get_or_create_collection"):
             self.client_factory: Callable[[], ClientAPI] | None = client
             self._client_obj: ClientAPI | None = None
@@ -118,14 +206,41 @@ class ChromaConnection:
             except Nl2SqlError:
                 raise
             except Exception as exc:  # noqa: BLE001 - translated into our error hierarchy
-                from chromadb.errors import NotFoundError
-
-                if isinstance(exc, NotFoundError):
-                    self._collection = self._manifest = None  # recreated elsewhere: look it up again
-                cls = VectorStoreUnavailableError if is_unavailable(exc) else VectorStoreError
-                raise cls(f"vector store ({self.where}): {what} failed: {type(exc).__name__}: {exc}") from exc
+                raise self._translate(what, exc) from exc
+            except BaseException as exc:
+                if not is_panic(exc):
+                    raise
+                raise self._translate(what, exc) from exc
 
         return self.breaker.call(guarded)
+
+    def _translate(self, what: str, exc: BaseException) -> VectorStoreError:
+        """Our error for a failed Chroma call: damaged files, unreachable server, or anything else."""
+        from chromadb.errors import NotFoundError
+
+        if isinstance(exc, NotFoundError):
+            self._collection = self._manifest = None  # recreated elsewhere: look it up again
+        else:
+            damaged = self._damaged(exc)
+            if damaged is not None:
+                return damaged
+        cls = VectorStoreUnavailableError if is_unavailable(exc) else VectorStoreError
+        return cls(f"vector store ({self.where}): {what} failed: {type(exc).__name__}: {exc}")
+
+    def _damaged(self, exc: BaseException) -> VectorStoreCorruptError | None:
+        """The error to raise when the failure comes from damaged files, else None.
+
+        Chroma reports damage in many ways (an InternalError naming SQLite's code, an
+        InvalidArgumentError about its log, a panic of its Rust core), so an embedded store's
+        database is checked too.
+        """
+        problem = corruption_in(exc)
+        if self.files is not None:
+            problem = self.files.damage() or (f"{self.files.database}: {problem}" if problem else None)
+        if not problem:
+            return None
+        self.forget()
+        return VectorStoreCorruptError(self.where, problem, folder=str(self.files.folder) if self.files else None)
 
     def client(self) -> ClientAPI:
         """The client, built by the factory on first use."""
@@ -135,10 +250,21 @@ class ChromaConnection:
         return self._client_obj
 
     def forget(self) -> None:
-        """Drop the handles (a factory-built client is rebuilt on the next call)."""
+        """Drop the handles; a factory-built client is closed (it is rebuilt on the next call).
+
+        Closing matters: Chroma shares one open store per path within a process, and only when
+        the last client closes does the next one read the files afresh (after a folder was moved
+        aside and rebuilt, or damaged)."""
+        client = self._client_obj if self.client_factory is not None else None
         self._collection = self._manifest = None
         if self.client_factory is not None:
             self._client_obj = None
+        close = getattr(client, "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception as exc:  # noqa: BLE001 - it is being dropped anyway
+                log.debug("closing the Chroma client failed: %s", exc)
 
     def get_collection(self, name: str) -> Collection | None:
         """A collection by name; None when it does not exist. Unguarded: call inside :meth:`call`."""

@@ -32,7 +32,7 @@ import numpy as np
 
 from nl2sql_assets.errors import Nl2SqlError, VectorStoreError, VectorStoreUnavailableError
 from nl2sql_assets.indexing.breaker import CircuitBreaker
-from nl2sql_assets.indexing.chroma_connection import DEFAULT_COLLECTION, ChromaConnection, identity_of
+from nl2sql_assets.indexing.chroma_connection import DEFAULT_COLLECTION, ChromaConnection, StoreFiles, identity_of
 from nl2sql_assets.indexing.chroma_queries import (
     MAX_HITS_PER_QUERY_CALL,
     all_of,
@@ -87,18 +87,20 @@ class ChromaVectorStore:
             embedded, cached, reused, unchanged, deleted), ``vector_refresh_seconds``,
             ``vector_search_seconds`` and ``vector_store_errors_total`` (by kind), plus the
             breaker's state gauge.
+        files: an embedded store's folder: a failing call checks ``chroma.sqlite3`` and raises
+            ``VectorStoreCorruptError`` (how to rebuild) when it is damaged.
     """
 
     def __init__(self, client: ClientAPI | Callable[[], ClientAPI], embeddings: Embeddings, *,
                  collection_name: str = DEFAULT_COLLECTION, breaker: CircuitBreaker | None = None,
                  write_batch_size: int = 256, where: str = "chroma",
-                 metrics: MetricsRegistry | None = None) -> None:
+                 metrics: MetricsRegistry | None = None, files: StoreFiles | None = None) -> None:
         self.metrics = metrics
         self.embeddings = embeddings
         self.breaker = breaker or CircuitBreaker(BREAKER_NAME, failure_types=(VectorStoreUnavailableError,),
                                                  metrics=metrics)
         self._conn = ChromaConnection(client, lambda: self.identity, collection_name=collection_name,
-                                      breaker=self.breaker, where=where)
+                                      breaker=self.breaker, where=where, files=files)
         self.collection_name = self._conn.collection_name
         self.manifest_name = self._conn.manifest_name
         if write_batch_size < 1:
@@ -128,6 +130,10 @@ class ChromaVectorStore:
 
         Pointer, id and chunk reads work whatever model made the vectors (audits need them);
         only searching checks the model identity.
+
+        Raises:
+            VectorStoreCorruptError: the store's files are damaged (never taken for "not indexed").
+            VectorStoreUnavailableError: Chroma does not answer, or the breaker is open.
         """
         return self._manifest.get(datasource_id)
 
@@ -241,6 +247,7 @@ class ChromaVectorStore:
         Raises:
             EmbeddingDimensionMismatchError: the collection holds another model's vectors.
             VectorStoreUnavailableError: Chroma is unreachable or the breaker is open.
+            VectorStoreCorruptError: the store's files are damaged.
         """
         return self.search_many([query], k=k, where=where, mmr=mmr, lambda_mult=lambda_mult, fetch_k=fetch_k)[0]
 
@@ -395,7 +402,7 @@ class ChromaVectorStore:
         return len(ids)
 
     def close(self) -> None:
-        """Forget the client and collection handles (a factory-built client is rebuilt on the next call)."""
+        """Close a factory-built client and forget the handles (the client is rebuilt on the next call)."""
         self._conn.forget()
 
     def count(self) -> int:

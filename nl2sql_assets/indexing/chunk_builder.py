@@ -3,7 +3,11 @@
 :class:`SchemaChunkBuilder` turns one registered :class:`SchemaSnapshot` into a
 :class:`ChunkSet`: one datasource chunk, then per table (in the snapshot's canonical order) a
 table chunk, its column chunks and its relationship chunks, then one chunk per metric.
-Ids are ``<datasource>:<schema_version>:<type>:<identity>`` and come from the inputs alone.
+Ids are ``<datasource>:<schema_version>:<type>:<identity>`` and come from the inputs alone; a
+name that holds a separator is quoted in the identity (:func:`~nl2sql_assets.indexing.models.quote_name`),
+so table ``a.b`` with column ``c`` and table ``a`` with column ``b.c`` get two ids. Two chunks
+that would still share an id (two tables or metrics of one name) stop the build with an error
+naming both.
 
 PII rule: a column flagged ``pii`` never contributes a sample value, a minimum or a maximum
 to any chunk (text or metadata).
@@ -16,6 +20,7 @@ import re
 from collections.abc import Iterable
 
 from nl2sql_assets.indexing.models import (
+    ID_SEPARATORS,
     ChunkSet,
     ColumnChunk,
     DatasourceChunk,
@@ -23,6 +28,8 @@ from nl2sql_assets.indexing.models import (
     RelationshipChunk,
     SchemaChunk,
     TableChunk,
+    qualified_identity,
+    quote_name,
     split_identifier,
 )
 from nl2sql_assets.schema.models import Column, ForeignKey, SchemaSnapshot, Table
@@ -39,6 +46,8 @@ MAX_SAMPLE_CHARS = 40
 MAX_SUMMARY_TABLES = 40
 MAX_CONTEXT_CHARS = 120
 _RANGE_FAMILIES = {"integer", "float", "decimal", "date", "datetime"}
+# a relationship identity also uses "(", "," and "->" around its column lists
+_REL_SEPARATORS = ID_SEPARATORS + "(),>"
 
 
 def chunk_id(datasource_id: str, schema_version: str, chunk_type: str, identity: str) -> str:
@@ -57,9 +66,17 @@ def relationship_identity(table: Table, fk: ForeignKey) -> str:
     >>> t = Table(name="flights", foreign_keys=[])
     >>> relationship_identity(t, ForeignKey(columns=["origin"], ref_table="airports", ref_columns=["code"]))
     'flights(origin)->airports(code)'
+    >>> relationship_identity(t, ForeignKey(columns=["a,b"], ref_table="x.y", ref_columns=["c"]))
+    'flights("a,b")->"x.y"(c)'
     """
-    ref = f"{fk.ref_schema}.{fk.ref_table}" if fk.ref_schema else fk.ref_table
-    return f"{table.qualified_name}({','.join(fk.columns)})->{ref}({','.join(fk.ref_columns)})"
+    def part(schema_name: str | None, name: str) -> str:
+        return ".".join(quote_name(p, _REL_SEPARATORS) for p in ([schema_name, name] if schema_name else [name]))
+
+    def cols(names: list[str]) -> str:
+        return ",".join(quote_name(c, _REL_SEPARATORS) for c in names)
+
+    return (f"{part(table.schema_name, table.name)}({cols(fk.columns)})"
+            f"->{part(fk.ref_schema, fk.ref_table)}({cols(fk.ref_columns)})")
 
 
 def infer_cardinality(table: Table, fk: ForeignKey) -> str:
@@ -232,6 +249,27 @@ def _mentions(definition: str, name: str) -> bool:
     return re.search(pattern, definition, flags=re.IGNORECASE) is not None
 
 
+def describe_chunk(chunk: SchemaChunk) -> str:
+    """What a chunk stands for, in words, so an error can name the two objects behind one id.
+
+    >>> from nl2sql_assets.indexing.models import ColumnChunk
+    >>> describe_chunk(ColumnChunk(id="x", datasource_id="s", schema_version="v", schema_name="main",
+    ...                            table="a.b", column="c"))
+    "column 'c' of table 'a.b' in schema 'main'"
+    """
+    where = f" in schema '{chunk.schema_name}'" if getattr(chunk, "schema_name", None) else ""
+    if isinstance(chunk, TableChunk):
+        return f"{chunk.kind} '{chunk.table}'{where}"
+    if isinstance(chunk, ColumnChunk):
+        return f"column '{chunk.column}' of table '{chunk.table}'{where}"
+    if isinstance(chunk, RelationshipChunk):
+        return (f"foreign key {chunk.from_table}({', '.join(chunk.from_columns)}) -> "
+                f"{chunk.to_table}({', '.join(chunk.to_columns)})")
+    if isinstance(chunk, MetricChunk):
+        return f"metric '{chunk.name}'"
+    return f"datasource '{chunk.datasource_id}'"
+
+
 class SchemaChunkBuilder:
     """Builds every chunk of a registered snapshot; pure and deterministic."""
 
@@ -253,10 +291,12 @@ class SchemaChunkBuilder:
             chunks.extend(self._column_chunk(snapshot, version, table, col) for col in table.columns)
             chunks.extend(self._relationship_chunk(snapshot, version, table, fk) for fk in table.foreign_keys)
         chunks.extend(self._metric_chunks(snapshot, version))
-        ids = [c.id for c in chunks]
-        if len(ids) != len(set(ids)):
-            dupes = sorted({i for i in ids if ids.count(i) > 1})
-            raise ValueError(f"datasource '{snapshot.datasource.id}': duplicate chunk ids {dupes[:3]}")
+        seen: dict[str, SchemaChunk] = {}
+        for chunk in chunks:
+            first = seen.setdefault(chunk.id, chunk)
+            if first is not chunk:
+                raise ValueError(f"datasource '{snapshot.datasource.id}': {describe_chunk(first)} and "
+                                 f"{describe_chunk(chunk)} would share the chunk id '{chunk.id}'")
         return ChunkSet(datasource_id=snapshot.datasource.id, schema_version=version,
                         tenant_id=snapshot.datasource.tenant, chunks=chunks)
 
@@ -286,7 +326,7 @@ class SchemaChunkBuilder:
             cols = ", ".join(split_identifier(c) or c for c in fk.columns)
             fks.append(f"{cols} -> {split_identifier(fk.ref_table) or fk.ref_table}")
         return TableChunk(
-            **self._common(snapshot, version, "schema.table", table.qualified_name),
+            **self._common(snapshot, version, "schema.table", qualified_identity(table.schema_name, table.name)),
             schema_name=table.schema_name,
             table=table.name,
             kind=table.kind,
@@ -306,7 +346,8 @@ class SchemaChunkBuilder:
                 references = f"{fk.ref_table}.{ref_col}"
                 break
         return ColumnChunk(
-            **self._common(snapshot, version, "schema.column", f"{table.qualified_name}.{column.name}"),
+            **self._common(snapshot, version, "schema.column",
+                           qualified_identity(table.schema_name, table.name, column.name)),
             schema_name=table.schema_name,
             table=table.name,
             table_description=_first_sentence(table.text),
@@ -340,7 +381,7 @@ class SchemaChunkBuilder:
         for metric in sorted(snapshot.datasource.metrics, key=lambda m: m.name):
             tables = [t.name for t in snapshot.tables if _mentions(metric.definition, t.name)]
             out.append(MetricChunk(
-                **self._common(snapshot, version, "schema.metric", metric.name),
+                **self._common(snapshot, version, "schema.metric", quote_name(metric.name)),
                 name=metric.name,
                 definition=metric.definition,
                 grain=metric.grain,

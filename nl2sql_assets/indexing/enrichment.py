@@ -1,9 +1,11 @@
 """Optional LLM enrichment: descriptions, synonyms and example questions for a snapshot.
 
 Enrichment never fails indexing. :func:`enrich_schema_snapshot` resolves its own LLM inside
-the guard, so a missing API key, an unreachable endpoint and a failed call all degrade the
-same way: the original snapshot comes back with a record saying why. A missing or unusable
-LLM logs at INFO; anything unexpected logs at WARNING with a stack trace.
+the guard, so a missing API key, an unreachable or hanging endpoint and a failed call all
+degrade the same way: the original snapshot comes back with a record saying why. A missing
+or unusable LLM logs at INFO; anything unexpected logs at WARNING with a stack trace. The
+chat client itself (the ``openai`` SDK, timeouts, retries, circuit breaker) is in
+``llm_client``; the names tests and callers used from here are re-exported.
 
 What is sent: table and column names, types, existing descriptions and, for non-PII
 columns only, up to three frequent values. Never credentials, never PII values. Enrichment
@@ -16,20 +18,29 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable
-from typing import Literal, Protocol
+from typing import Literal
 
-import httpx
-from pydantic import BaseModel, ConfigDict, SecretStr
+from pydantic import BaseModel, ConfigDict
 
-from nl2sql_assets.config import Settings, redact_text
-from nl2sql_assets.errors import Nl2SqlError
+from nl2sql_assets.indexing.llm_client import (
+    DEFAULT_CHAT_MODEL,
+    ChatClient,
+    EnrichmentError,
+    LLMSettings,
+    LLMUnavailableError,
+    OpenAIChatClient,
+    build_llm,
+)
 from nl2sql_assets.schema.models import Column, EnrichmentRecord, SchemaSnapshot, Table
+
+__all__ = [
+    "DEFAULT_CHAT_MODEL", "ChatClient", "EnrichmentError", "EnrichmentOutcome", "EnrichmentRecord", "LLMSettings",
+    "LLMUnavailableError", "OpenAIChatClient", "build_llm", "enrich_schema_snapshot",
+]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CHAT_MODEL = "gpt-4o-mini"
 MAX_SYNONYMS = 5
 
 SYSTEM_PROMPT = (
@@ -37,104 +48,9 @@ SYSTEM_PROMPT = (
     'of the form {"datasource": {"description": str, "example_questions": [str]}, "tables": [{"name": str, '
     '"description": str, "columns": [{"name": str, "description": str, "synonyms": [str]}]}]}. '
     "Descriptions are one short sentence in plain business language. Synonyms are words a business "
-    "user would say for the column (at most 5). Use only the table and column names given."
+    "user would say for the column (at most 5). Use only the table and column names given; leave a "
+    "description empty where one is given already."
 )
-
-
-class EnrichmentError(Nl2SqlError):
-    """The LLM call failed or answered something unusable."""
-
-
-class LLMUnavailableError(EnrichmentError):
-    """No usable LLM: no API key, unreachable endpoint, or authentication refused."""
-
-
-class ChatClient(Protocol):
-    @property
-    def model(self) -> str: ...
-
-    def complete_json(self, system: str, user: str) -> dict[str, object]:
-        """One chat completion in JSON mode, parsed. Raises EnrichmentError / LLMUnavailableError."""
-        ...
-
-
-class LLMSettings(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    api_key: SecretStr | None = None
-    base_url: str = "https://api.openai.com/v1"
-    model: str = DEFAULT_CHAT_MODEL
-    timeout_s: float = 60.0
-    max_retries: int = 2
-
-
-class OpenAIChatClient:
-    """OpenAI chat completions over HTTP (honours OPENAI_BASE_URL), with bounded retries."""
-
-    def __init__(self, settings: LLMSettings, *, sleep: Callable[[float], None] = time.sleep) -> None:
-        if settings.api_key is None:
-            raise LLMUnavailableError("OPENAI_API_KEY is not set")
-        self._settings = settings
-        self._sleep = sleep
-        self._client = httpx.Client(
-            base_url=settings.base_url.rstrip("/"),
-            timeout=settings.timeout_s,
-            headers={"Authorization": f"Bearer {settings.api_key.get_secret_value()}"},
-        )
-
-    @property
-    def model(self) -> str:
-        return self._settings.model
-
-    def _redact(self, text: str) -> str:
-        key = self._settings.api_key.get_secret_value() if self._settings.api_key else ""
-        return redact_text(text, [key])
-
-    def complete_json(self, system: str, user: str) -> dict[str, object]:
-        body = {
-            "model": self._settings.model,
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
-            "response_format": {"type": "json_object"},
-            "temperature": 0,
-        }
-        last: str = ""
-        for attempt in range(self._settings.max_retries + 1):
-            if attempt:
-                self._sleep(min(2.0 ** attempt, 20.0))
-            try:
-                response = self._client.post("/chat/completions", json=body)
-            except httpx.HTTPError as exc:
-                last = self._redact(f"{type(exc).__name__}: {exc}")
-                continue
-            if response.status_code in (401, 403):
-                raise LLMUnavailableError(f"authentication refused ({response.status_code})")
-            if response.status_code == 429 or response.status_code >= 500:
-                last = f"HTTP {response.status_code}"
-                continue
-            if response.status_code != 200:
-                raise EnrichmentError(f"chat completion failed: HTTP {response.status_code}")
-            try:
-                content = response.json()["choices"][0]["message"]["content"]
-                parsed = json.loads(content)
-            except (KeyError, IndexError, TypeError, ValueError) as exc:
-                raise EnrichmentError(f"unusable chat completion: {type(exc).__name__}") from None
-            if not isinstance(parsed, dict):
-                raise EnrichmentError("chat completion is not a JSON object")
-            return parsed
-        raise LLMUnavailableError(f"chat endpoint unreachable after {self._settings.max_retries + 1} attempts: {last}")
-
-    def close(self) -> None:
-        self._client.close()
-
-
-def build_llm(settings: Settings) -> OpenAIChatClient | None:
-    """The configured LLM, or None when ENRICHMENT is off. Raises LLMUnavailableError."""
-    if settings.enrichment != "openai":
-        return None
-    return OpenAIChatClient(LLMSettings(
-        api_key=settings.openai_api_key,
-        base_url=settings.openai_base_url or "https://api.openai.com/v1",
-    ))
 
 
 class EnrichmentOutcome(BaseModel):

@@ -1,7 +1,9 @@
 """Typed chunks, the model identity and the vector-search value types.
 
 One pydantic class per chunk type, each with a ``Literal`` tag. Ids are deterministic:
-``<datasource>:<schema_version>:<type>:<identity>``. Page content never contains the schema
+``<datasource>:<schema_version>:<type>:<identity>``; the identity joins names with ``.`` and
+double-quotes a name holding ``.``, ``:``, ``#`` or ``"`` (:func:`quote_name`), so any two objects
+get two ids and plain names keep the ids they always had. Page content never contains the schema
 version, so unchanged items keep the same text (and the same cached vector) across versions.
 Metadata is Chroma-compatible: only str, int, float and bool values; lists are JSON strings.
 """
@@ -60,6 +62,33 @@ def _named(name: str) -> str:
     """``name`` followed by its split form where that adds words."""
     split = split_identifier(name)
     return name if split == name.lower() else f"{name} ({split})"
+
+
+# what would blur an identity: "." between parts, ":" between id fields, "#g" of a generation, '"'
+ID_SEPARATORS = '.:#"'
+
+
+def quote_name(name: str, separators: str = ID_SEPARATORS) -> str:
+    """``name`` as one unambiguous part of an identity: as is, or double-quoted (``""`` inside)
+    when it is empty or holds a separator.
+
+    >>> quote_name("orders"), quote_name("Free Meal Count (K-12)"), quote_name("a.b"), quote_name('x"y')
+    ('orders', 'Free Meal Count (K-12)', '"a.b"', '"x""y"')
+    """
+    if name and not any(ch in name for ch in separators):
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+def qualified_identity(schema_name: str | None, *names: str) -> str:
+    """``schema.table[.column]`` with each part quoted where needed (no schema part without one).
+
+    Table ``a.b`` with column ``c`` and table ``a`` with column ``b.c`` stay apart:
+
+    >>> qualified_identity("main", "a.b", "c"), qualified_identity("main", "a", "b.c"), qualified_identity(None, "t")
+    ('main."a.b".c', 'main.a."b.c"', 't')
+    """
+    return ".".join(quote_name(p) for p in ([schema_name, *names] if schema_name else names))
 
 
 class ModelIdentity(BaseModel):

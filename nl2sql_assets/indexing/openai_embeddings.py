@@ -1,15 +1,15 @@
-"""The ``openai`` embedding provider: POST ``{OPENAI_BASE_URL}/embeddings`` with httpx.
+"""The ``openai`` embedding provider: ``embeddings.create`` through the ``openai`` SDK.
 
 Batched (256 inputs per request by default), bounded retries with exponential backoff on
-429, 5xx, timeouts and connection errors (``Retry-After`` honoured, capped), every other
-failure a clear ``EmbeddingError`` that never contains the API key. Any server speaking the
-OpenAI embeddings wire protocol works (Azure-style proxies, local gateways, the tests' server).
+429, 5xx, timeouts and connection errors (``Retry-After`` honoured, capped; see
+``openai_client``), every other failure a clear ``EmbeddingError`` that never contains the
+API key. Any server speaking the OpenAI embeddings wire protocol works (``OPENAI_BASE_URL``:
+gateways, proxies, the tests' server); for Azure OpenAI pass an ``openai.AzureOpenAI`` client.
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -17,29 +17,36 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nl2sql_assets.config import redact_text
+from nl2sql_assets.config import redact_url
 from nl2sql_assets.errors import EmbeddingError
 from nl2sql_assets.indexing.embedding_provider import check_texts
 from nl2sql_assets.indexing.models import ModelIdentity
+from nl2sql_assets.indexing.openai_client import (
+    DEFAULT_BASE_URL,
+    RetriesExhaustedError,
+    RetryPolicy,
+    build_client,
+    call_with_retries,
+    describe,
+    is_auth_error,
+)
 
 if TYPE_CHECKING:
-    import httpx
+    import openai
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
-DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 #: Dimensions of OpenAI's embedding models; another model's is learnt from its first response.
 KNOWN_DIMENSIONS = {
     "text-embedding-3-small": 1536,
     "text-embedding-3-large": 3072,
     "text-embedding-ada-002": 1536,
 }
-_RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 
 
 class OpenAIEmbedder:
-    """OpenAI embeddings over HTTP; an ``EmbeddingProvider``.
+    """OpenAI embeddings through the SDK; an ``EmbeddingProvider``.
 
     Args:
         api_key: sent as ``Authorization: Bearer``; never logged or put in an error.
@@ -52,31 +59,30 @@ class OpenAIEmbedder:
         timeout: seconds per request.
         backoff: seconds before the first retry; doubled each time, capped by ``backoff_max``.
         sleep: how to wait between retries (tests pass a recorder).
+        client: an SDK client to use instead of building one from ``api_key`` and ``base_url``
+            (e.g. ``openai.AzureOpenAI``); its own ``max_retries`` should be 0.
 
-    The httpx client is created on first use and kept on this object; :meth:`close` ends it.
+    The SDK client is created on first use and kept on this object; :meth:`close` ends it.
     """
 
     def __init__(self, api_key: str, *, model: str = DEFAULT_OPENAI_MODEL, base_url: str | None = None,
                  dimension: int | None = None, batch_size: int = 256, max_retries: int = 5,
                  timeout: float = 30.0, backoff: float = 0.5, backoff_max: float = 20.0,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        if not api_key:
+                 sleep: Callable[[float], None] = time.sleep, client: openai.OpenAI | None = None) -> None:
+        if not api_key and client is None:
             raise EmbeddingError("the OpenAI embedding provider needs an API key (OPENAI_API_KEY)")
         if not 1 <= batch_size <= 2048:
             raise ValueError(f"batch_size must be within 1..2048, got {batch_size}")
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        if timeout <= 0:
+            raise ValueError(f"timeout must be > 0, got {timeout}")
         self._api_key = api_key
         self.model = model
-        self.base_url = (base_url or DEFAULT_OPENAI_BASE_URL).rstrip("/")
+        self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
         self._dimension = dimension or KNOWN_DIMENSIONS.get(model)
         self.batch_size = batch_size
-        self.max_retries = max_retries
         self.timeout = timeout
-        self.backoff = backoff
-        self.backoff_max = backoff_max
-        self._sleep = sleep
-        self._client: httpx.Client | None = None
+        self.retry = RetryPolicy(max_retries=max_retries, backoff=backoff, backoff_max=backoff_max, sleep=sleep)
+        self._client = client
         self._lock = threading.Lock()
         self.requests_sent = 0
 
@@ -108,56 +114,39 @@ class OpenAIEmbedder:
                 self._client.close()
                 self._client = None
 
-    def _http(self) -> httpx.Client:
-        import httpx  # lazily: importing the provider (done by ``embeddings``) stays cheap
-
+    def _sdk_client(self) -> openai.OpenAI:
         with self._lock:
             if self._client is None:
-                self._client = httpx.Client(timeout=self.timeout, headers={
-                    "Authorization": f"Bearer {self._api_key}", "Content-Type": "application/json"})
+                self._client = build_client(self._api_key, self.base_url, self.timeout)
             return self._client
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        import httpx
+        client = self._sdk_client()
 
-        url = f"{self.base_url}/embeddings"
-        body = {"model": self.model, "input": texts}
-        attempt = 0
-        while True:
-            retry_after: float | None = None
-            try:
-                self.requests_sent += 1
-                response = self._http().post(url, json=body)
-            except (httpx.TimeoutException, httpx.TransportError) as exc:
-                problem = f"{type(exc).__name__}: {self._redact(str(exc))}"
-            else:
-                if response.status_code == 200:
-                    return self._parse(response, len(texts))
-                problem = f"HTTP {response.status_code}: {self._error_message(response)}"
-                if response.status_code in (401, 403):
-                    raise EmbeddingError(
-                        f"OpenAI embeddings at {self.base_url} rejected the credentials ({problem}); "
-                        "check OPENAI_API_KEY")
-                if response.status_code not in _RETRY_STATUS:
-                    raise EmbeddingError(f"OpenAI embeddings request for model {self.model!r} failed ({problem})")
-                retry_after = _retry_after_seconds(response)
-            if attempt >= self.max_retries:
-                raise EmbeddingError(
-                    f"OpenAI embeddings at {self.base_url} failed after {attempt + 1} attempts "
-                    f"(last: {problem})")
-            delay = min(self.backoff_max, retry_after if retry_after is not None
-                        else self.backoff * (2 ** attempt) * (1 + 0.25 * random.random()))
-            logger.warning("OpenAI embeddings attempt %d failed (%s); retrying in %.2fs",
-                           attempt + 1, problem, delay)
-            self._sleep(delay)
-            attempt += 1
+        def request() -> openai.types.CreateEmbeddingResponse:
+            self.requests_sent += 1
+            return client.embeddings.create(model=self.model, input=texts)
 
-    def _parse(self, response: httpx.Response, expected: int) -> np.ndarray:
         try:
-            data = response.json()["data"]
-            items = sorted(data, key=lambda item: item["index"])
-            vectors = np.asarray([item["embedding"] for item in items], dtype=np.float32)
-        except (ValueError, KeyError, TypeError) as exc:
+            response = call_with_retries(request, self.retry, "OpenAI embeddings", [self._api_key])
+        except RetriesExhaustedError as exc:
+            raise EmbeddingError(
+                f"OpenAI embeddings at {redact_url(self.base_url)} failed after {exc.attempts} attempts "
+                f"(last: {self._describe(exc.last)})") from None
+        except Exception as exc:
+            problem = self._describe(exc)
+            if is_auth_error(exc):
+                raise EmbeddingError(
+                    f"OpenAI embeddings at {redact_url(self.base_url)} rejected the credentials ({problem}); "
+                    "check OPENAI_API_KEY") from None
+            raise EmbeddingError(f"OpenAI embeddings request for model {self.model!r} failed ({problem})") from None
+        return self._vectors(response, len(texts))
+
+    def _vectors(self, response: openai.types.CreateEmbeddingResponse, expected: int) -> np.ndarray:
+        try:
+            items = sorted(response.data, key=lambda item: item.index)
+            vectors = np.asarray([item.embedding for item in items], dtype=np.float32)
+        except (AttributeError, ValueError, KeyError, TypeError) as exc:
             raise EmbeddingError(
                 f"OpenAI embeddings response is not in the expected form ({type(exc).__name__}: {exc})") from None
         if vectors.ndim != 2 or vectors.shape[0] != expected:
@@ -172,23 +161,5 @@ class OpenAIEmbedder:
                 f"expected {self._dimension}")
         return vectors
 
-    def _error_message(self, response: httpx.Response) -> str:
-        try:
-            message = response.json()["error"]["message"]
-        except (ValueError, KeyError, TypeError):
-            message = response.text[:200]
-        return self._redact(str(message))
-
-    def _redact(self, text: str) -> str:
-        return redact_text(text, [self._api_key])
-
-
-def _retry_after_seconds(response: httpx.Response) -> float | None:
-    """Seconds from a ``Retry-After`` header given in seconds; None when absent or a date."""
-    value = response.headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
+    def _describe(self, exc: BaseException) -> str:
+        return describe(exc, [self._api_key])

@@ -9,13 +9,19 @@ explained in ``refresh_plan``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from nl2sql_assets.indexing.breaker import CircuitBreaker
-from nl2sql_assets.indexing.chroma_connection import DEFAULT_COLLECTION, collection_name_for
+from nl2sql_assets.indexing.chroma_connection import (
+    DEFAULT_COLLECTION,
+    BoundedClientFactory,
+    StoreFiles,
+    collection_name_for,
+)
 from nl2sql_assets.indexing.chroma_queries import mmr_order
 from nl2sql_assets.indexing.chroma_store import ChromaVectorStore
 from nl2sql_assets.indexing.embeddings import Embeddings
@@ -32,10 +38,13 @@ from nl2sql_assets.indexing.models import (
 from nl2sql_assets.indexing.refresh_plan import OPEN_GENERATION
 
 if TYPE_CHECKING:
+    import httpx
     from chromadb.api import ClientAPI
 
     from nl2sql_assets.config import Settings
     from nl2sql_assets.metrics import MetricsRegistry
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_COLLECTION", "HTTP_TIMEOUT", "OPEN_GENERATION", "ChromaVectorStore", "VectorStore",
@@ -121,7 +130,16 @@ class VectorStore(Protocol):
         ...
 
 
-HTTP_TIMEOUT = (5.0, 60.0)  # connect, read (seconds)
+#: Deadlines (seconds) for a Chroma server. Opening: the client talks to the server in its
+#: constructor (bounded by a worker thread). Reads (searches, manifest and chunk reads, what
+#: retrieval waits for before it falls back to the schema store) get less time than writes
+#: (upserts and deletes of whole batches).
+HTTP_CONNECT_TIMEOUT_S = 5.0
+HTTP_OPEN_TIMEOUT_S = 10.0
+HTTP_READ_TIMEOUT_S = 15.0
+HTTP_WRITE_TIMEOUT_S = 60.0
+HTTP_TIMEOUT = (HTTP_CONNECT_TIMEOUT_S, HTTP_WRITE_TIMEOUT_S)  # connect, read (seconds)
+_READ_ENDPOINTS = ("/query", "/get", "/count")
 
 
 def _bound_http_timeouts(client: ClientAPI) -> None:
@@ -130,7 +148,37 @@ def _bound_http_timeouts(client: ClientAPI) -> None:
 
     session = getattr(getattr(client, "_server", None), "_session", None)
     if isinstance(session, httpx.Client):
-        session.timeout = httpx.Timeout(HTTP_TIMEOUT[1], connect=HTTP_TIMEOUT[0])
+        session.timeout = httpx.Timeout(HTTP_WRITE_TIMEOUT_S, connect=HTTP_CONNECT_TIMEOUT_S)
+        hooks = session.event_hooks
+        session.event_hooks = {**hooks, "request": [*hooks.get("request", []), _read_deadline]}
+
+
+def _read_deadline(request: httpx.Request) -> None:
+    """Give reads the shorter deadline (an httpx request hook: the timeout travels with the request)."""
+    import httpx
+
+    if request.method == "GET" or request.url.path.endswith(_READ_ENDPOINTS):
+        request.extensions["timeout"] = httpx.Timeout(HTTP_READ_TIMEOUT_S, connect=HTTP_CONNECT_TIMEOUT_S).as_dict()
+
+
+def _drop_failed_system(path: str) -> None:
+    """Forget the store Chroma cached for ``path`` when opening it failed.
+
+    ``chromadb`` caches one ``System`` per path before starting it; when starting fails (a
+    damaged ``chroma.sqlite3``) the broken one stays cached and every later client in the
+    process fails with an unrelated ``AttributeError``. Private to chromadb (pinned 1.5.9):
+    only touched when no client holds it.
+    """
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    if SharedSystemClient._identifier_to_refcount.get(path, 0) > 0:
+        return
+    system = SharedSystemClient._identifier_to_system.pop(path, None)
+    if system is not None:
+        try:
+            system.stop()
+        except Exception as exc:  # noqa: BLE001 - it never started properly
+            log.debug("stopping the failed Chroma system for %s: %s", path, exc)
 
 
 def build_vector_store(settings: Settings, embeddings: Embeddings, *,
@@ -139,7 +187,8 @@ def build_vector_store(settings: Settings, embeddings: Embeddings, *,
                        metrics: MetricsRegistry | None = None) -> ChromaVectorStore:
     """The configured store: ``chromadb.HttpClient`` when ``CHROMA_HOST`` is set, else a
     ``PersistentClient`` under ``$NL2SQL_HOME/chroma``. Telemetry is off; nothing connects
-    until the first call."""
+    until the first call. Every server call has a deadline (``HTTP_*_TIMEOUT_S``); an embedded
+    store's damaged files raise ``VectorStoreCorruptError``."""
     import chromadb
     from chromadb.config import Settings as ChromaSettings
 
@@ -152,13 +201,19 @@ def build_vector_store(settings: Settings, embeddings: Embeddings, *,
             _bound_http_timeouts(client)
             return client
 
-        return ChromaVectorStore(http_client, embeddings, collection_name=collection_name, breaker=breaker,
-                                 where=f"chroma server {host}:{port}", metrics=metrics)
+        where = f"chroma server {host}:{port}"
+        return ChromaVectorStore(BoundedClientFactory(http_client, timeout_s=HTTP_OPEN_TIMEOUT_S, where=where),
+                                 embeddings, collection_name=collection_name, breaker=breaker, where=where,
+                                 metrics=metrics)
     path = settings.chroma_path
 
     def persistent_client() -> ClientAPI:
         path.mkdir(parents=True, exist_ok=True)
-        return chromadb.PersistentClient(path=str(path), settings=chroma_settings)
+        try:
+            return chromadb.PersistentClient(path=str(path), settings=chroma_settings)
+        except BaseException:  # a damaged file can make Chroma's Rust core panic (a BaseException)
+            _drop_failed_system(str(path))
+            raise
 
     return ChromaVectorStore(persistent_client, embeddings, collection_name=collection_name, breaker=breaker,
-                             where=f"chroma at {path}", metrics=metrics)
+                             where=f"chroma at {path}", metrics=metrics, files=StoreFiles(path))

@@ -29,12 +29,15 @@ NO_PII_VALUES: Final = "no_pii_values_in_chunks"
 VECTOR_IDENTITY: Final = "vector_dimension_matches_provider"
 TABLES_FOUND: Final = "tables_found_by_name"
 CHROMA_MATCHES_STORE: Final = "chroma_matches_schema_store"
+#: The datasource's own gold questions (``evaluation`` in the datasources file), asked of the new live version.
+RETRIEVAL_QUALITY: Final = "retrieval_quality"
 CHECK_ASSETS: Final = {
     CHUNKS_COVER_SNAPSHOT: SCHEMA_CHUNKS,
     NO_PII_VALUES: SCHEMA_CHUNKS,
     VECTOR_IDENTITY: CHROMA_COLLECTION,
     TABLES_FOUND: CHROMA_COLLECTION,
     CHROMA_MATCHES_STORE: CHROMA_COLLECTION,
+    RETRIEVAL_QUALITY: CHROMA_COLLECTION,
 }
 
 # Run tags.
@@ -48,3 +51,11 @@ PID_TAG: Final = "nl2sql/pid"
 
 #: Metadata key under which ``schema_chunks`` records the chunk set its blocking checks approved.
 CHUNK_SET_HASH_KEY: Final = "chunk_set_hash"
+
+# What the asset graph shows besides the four index assets (the UI, `audit`).
+#: The unpartitioned status asset: per datasource the live, retained, pending, evicted and never-indexed versions.
+INDEX_STATUS: Final = "index_status"
+#: Each datasource is the external asset ``[DATASOURCE_KEY_PREFIX, <id>]``, upstream of ``schema_snapshot``.
+DATASOURCE_KEY_PREFIX: Final = "datasource"
+#: The states a (datasource, version) pair can be in, in the order the status table lists them.
+VERSION_STATES: Final = ("live", "pending", "retained", "evicted", "never_indexed")

@@ -20,7 +20,7 @@ from nl2sql_assets.drift import DriftResult
 from nl2sql_assets.pipeline.keys import parse_partition_key, partition_key, run_tags
 from nl2sql_assets.pipeline.names import DETECTED_FINGERPRINT_TAG, REQUEST_KIND_TAG
 
-RequestKind = Literal["new_version", "metadata_refresh", "repair"]
+RequestKind = Literal["new_version", "metadata_refresh", "repair", "pending_refresh"]
 
 
 class IndexRequest(BaseModel):
@@ -162,15 +162,6 @@ def metadata_run_key(key: str, metadata_hash: str) -> str:
     'sales@20261130031522_3fa9c2e1:meta:9c0ffee1'
     """
     return f"{key}:meta:{metadata_hash[:8]}"
-
-
-def repair_request(datasource_id: str, schema_version: str, fingerprint: str, metadata_hash: str,
-                   attempt: str) -> IndexRequest:
-    """A run of a registered version that is not live in the vector store (its last run failed)."""
-    key = partition_key(datasource_id, schema_version)
-    return IndexRequest(datasource_id=datasource_id, schema_version=schema_version, partition_key=key,
-                        run_key=f"{key}:repair:{attempt}", kind="repair", fingerprint=fingerprint,
-                        metadata_hash=metadata_hash)
 
 
 def _required(value: str | None, datasource_id: str, field: str) -> str:

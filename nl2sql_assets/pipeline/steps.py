@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 from nl2sql_assets.adapters import open_adapter
 from nl2sql_assets.config import DatasourceConfig
 from nl2sql_assets.errors import (
+    PersonalDataInSnapshotError,
     RedundantVersionError,
     SchemaDriftError,
     StaleVersionError,
@@ -42,6 +43,7 @@ from nl2sql_assets.pipeline.verify import (
     chunk_set_hash,
     compare_ids,
     pii_findings,
+    recorded_value_findings,
     tables_found,
 )
 from nl2sql_assets.schema.diff import SchemaDiff, diff_snapshots
@@ -135,19 +137,23 @@ def check_observed(datasource_id: str, schema_version: str, fingerprint: str, *,
                    detected_fingerprint: str | None) -> None:
     """A partition's structure must be the one its version names, and observed by drift detection.
 
+    A version neither registered nor requested by drift detection (a partition key typed into
+    the UI) is refused as unknown first: the database did not "move", the version never existed.
+
     Raises:
         SchemaDriftError: the database moved since the version was proposed.
         UnobservedVersionError: the version is neither registered nor what drift detection saw.
     """
+    if not registered and detected_fingerprint is None:
+        raise UnobservedVersionError(datasource_id, schema_version, "it is not in the schema store and this "
+                                     "run was not requested by drift detection")
     expected = fingerprint_prefix(schema_version)
     if fingerprint[:8] != expected:
         raise SchemaDriftError(datasource_id, expected, fingerprint)
     if registered or detected_fingerprint == fingerprint:
         return
-    reason = ("it is not in the schema store and this run was not requested by drift detection"
-              if detected_fingerprint is None else
-              "it is not in the schema store and drift detection observed another structure for it")
-    raise UnobservedVersionError(datasource_id, schema_version, reason)
+    raise UnobservedVersionError(datasource_id, schema_version,
+                                 "it is not in the schema store and drift detection observed another structure for it")
 
 
 def capture_snapshot(config: DatasourceConfig, store: SchemaStore, schema_version: str | None = None, *,
@@ -160,7 +166,8 @@ def capture_snapshot(config: DatasourceConfig, store: SchemaStore, schema_versio
 
     Raises:
         DatasourceError, SchemaStoreError, SchemaDriftError, UnobservedVersionError,
-        RedundantVersionError.
+        RedundantVersionError, PersonalDataInSnapshotError (the snapshot records values the blocking
+        PII check refuses: nothing is registered).
     """
     ds = config.id
     registered = {v.schema_version for v in store.list_versions(ds)}
@@ -173,6 +180,9 @@ def capture_snapshot(config: DatasourceConfig, store: SchemaStore, schema_versio
     if schema_version is not None:
         check_observed(ds, schema_version, snapshot.fingerprint, registered=schema_version in registered,
                        detected_fingerprint=detected_fingerprint)
+    refused = recorded_value_findings(snapshot)  # the last line of defence: the adapters withhold these
+    if refused:
+        raise PersonalDataInSnapshotError(ds, sorted({f.column for f in refused if f.column is not None}))
     result = store.register_snapshot(snapshot, schema_version=schema_version)
     if schema_version is not None and result.schema_version != schema_version:
         raise RedundantVersionError(ds, schema_version, result.schema_version)

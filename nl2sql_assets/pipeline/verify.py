@@ -12,9 +12,16 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict
 
-from nl2sql_assets.adapters.pii import value_kind
+from nl2sql_assets.adapters.pii import kinds_in_text, recorded_value_kind, value_kind
 from nl2sql_assets.errors import Nl2SqlError
-from nl2sql_assets.indexing.models import ChunkSet, ColumnChunk, SearchFilter, TableChunk, chunks_digest
+from nl2sql_assets.indexing.models import (
+    ChunkSet,
+    ColumnChunk,
+    SearchFilter,
+    TableChunk,
+    chunks_digest,
+    qualified_identity,
+)
 from nl2sql_assets.indexing.vector_store import VectorStore
 from nl2sql_assets.schema.models import SchemaSnapshot
 
@@ -45,7 +52,9 @@ class CoverageReport(BaseModel):
 
 
 def _qualified(schema_name: str | None, *names: str) -> str:
-    return ".".join([schema_name, *names] if schema_name else list(names))
+    """The chunk builder's spelling of a table or column (a dotted name quoted), so the keys of
+    table ``a.b``'s column ``c`` and table ``a``'s column ``b.c`` stay apart."""
+    return qualified_identity(schema_name, *names)
 
 
 def chunk_coverage(snapshot: SchemaSnapshot, chunk_set: ChunkSet) -> CoverageReport:
@@ -85,13 +94,14 @@ def chunk_coverage(snapshot: SchemaSnapshot, chunk_set: ChunkSet) -> CoverageRep
 
 
 class PiiFinding(BaseModel):
-    """A chunk that shows personal data: which chunk, what kind, and why (never the value)."""
+    """A chunk (or the snapshot) that shows personal data: where, what kind, and why (never the value)."""
 
     model_config = ConfigDict(frozen=True)
 
     chunk_id: str
     kind: str
     reason: str
+    column: str | None = None  # the qualified column, for a value the snapshot records
 
 
 def _candidates(text: str) -> Iterable[str]:
@@ -108,29 +118,64 @@ def _candidates(text: str) -> Iterable[str]:
         yield segment.strip().strip(_TOKEN_STRIP)
 
 
-def pii_findings(snapshot: SchemaSnapshot, chunk_set: ChunkSet) -> list[PiiFinding]:
-    """Personal data in any chunk text or metadata.
+def recorded_value_findings(snapshot: SchemaSnapshot) -> list[PiiFinding]:
+    """Values a snapshot records (min, max, top values) that must not be there (never the value).
 
-    Two sources: (1) a value recorded for a PII column in the snapshot (sample, min, max:
-    the adapters never record them, so any is a finding, and its appearance in a chunk is
-    another); (2) any text that looks like personal data by the adapters' value patterns
-    (e-mail, phone, card number with Luhn, IBAN with mod-97, national id, IP address).
+    A PII column records none at all; any other column none that
+    :func:`~nl2sql_assets.adapters.pii.recorded_value_kind` finds personal data in (inside free
+    text, in numbers, a person's name in a column named for one). The adapters withhold exactly
+    these, so a finding here means a snapshot from elsewhere or a bug: ``capture_snapshot``
+    refuses to register it and the blocking check refuses its chunks.
+
+    >>> from datetime import UTC, datetime
+    >>> from nl2sql_assets.schema.models import Column, ColumnStats, DatasourceInfo, Table
+    >>> cols = [Column(name="notes", stats=ColumnStats(max_value="call 555-123-4567")),
+    ...         Column(name="owner", stats=ColumnStats(top_values=["Ann Lee"])),
+    ...         Column(name="city", stats=ColumnStats(top_values=["Ann Arbor"]))]
+    >>> snap = SchemaSnapshot.create(DatasourceInfo(id="s", dialect="sqlite"), [Table(name="t", columns=cols)],
+    ...                              datetime(2026, 1, 1, tzinfo=UTC))
+    >>> [(f.kind, f.reason) for f in recorded_value_findings(snap)]  # doctest: +NORMALIZE_WHITESPACE
+    [('phone', 'snapshot records 1 value(s) of column t.notes that look like phone'),
+     ('person_name', 'snapshot records 1 value(s) of column t.owner that look like person_name')]
     """
     findings: list[PiiFinding] = []
-    pii_values: dict[str, str] = {}
     for table in snapshot.tables:
         for column in table.columns:
-            if not column.pii or column.stats is None:
+            if column.stats is None:
                 continue
             stats = column.stats
             values = [v for v in [stats.min_value, stats.max_value, *stats.top_values] if v]
             where = _qualified(table.schema_name, table.name, column.name)
-            if values:
-                findings.append(PiiFinding(chunk_id="(snapshot)", kind=column.pii_kind or "pii",
-                                           reason=f"snapshot records {len(values)} value(s) of PII column {where}"))
-            for value in values:
-                if len(value) >= 3:
-                    pii_values[value] = where
+            if column.pii:
+                if values:
+                    findings.append(PiiFinding(chunk_id="(snapshot)", kind=column.pii_kind or "pii", column=where,
+                                               reason=f"snapshot records {len(values)} value(s) of PII column {where}"))
+                continue
+            kinds = [k for v in values if (k := recorded_value_kind(v, column.name)) is not None]
+            for kind in sorted(set(kinds)):
+                findings.append(PiiFinding(chunk_id="(snapshot)", kind=kind, column=where, reason=(
+                    f"snapshot records {kinds.count(kind)} value(s) of column {where} that look like {kind}")))
+    return findings
+
+
+def pii_findings(snapshot: SchemaSnapshot, chunk_set: ChunkSet) -> list[PiiFinding]:
+    """Personal data in the snapshot's recorded values or in any chunk text or metadata.
+
+    Three sources: (1) :func:`recorded_value_findings`; (2) a value recorded for a PII column
+    appearing in a chunk; (3) any chunk text that shows personal data by the adapters' value
+    patterns (e-mail, phone, card number with issuer range and Luhn, IBAN with mod-97, national
+    id, IP address), as a whole token or segment or inside free text.
+    """
+    findings = recorded_value_findings(snapshot)
+    pii_values: dict[str, str] = {}
+    for table in snapshot.tables:
+        for column in table.columns:
+            if column.pii and column.stats is not None:
+                stats = column.stats
+                where = _qualified(table.schema_name, table.name, column.name)
+                for value in [stats.min_value, stats.max_value, *stats.top_values]:
+                    if value and len(value) >= 3:
+                        pii_values[value] = where
     for chunk in chunk_set.chunks:
         texts = [chunk.get_page_content(), *[str(v) for v in chunk.get_metadata().values()]]
         blob = "\n".join(texts)
@@ -139,7 +184,8 @@ def pii_findings(snapshot: SchemaSnapshot, chunk_set: ChunkSet) -> list[PiiFindi
                 findings.append(PiiFinding(chunk_id=chunk.id, kind="pii",
                                            reason=f"contains a recorded value of PII column {where}"))
                 break
-        kinds = sorted({k for text in texts for c in _candidates(text) if (k := value_kind(c))})
+        kinds = sorted({k for text in texts for c in _candidates(text) if (k := value_kind(c))}
+                       | {k for text in texts for k in kinds_in_text(text)})
         for kind in kinds:
             findings.append(PiiFinding(chunk_id=chunk.id, kind=kind, reason=f"text looks like {kind}"))
     return findings

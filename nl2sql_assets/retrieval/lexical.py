@@ -199,6 +199,15 @@ def _entities(question: str) -> list[str]:
     return seen
 
 
+def evidence_clauses(evidence: str | None) -> list[str]:
+    """The clauses of an evidence text (split at ``;`` and line breaks): one query text each.
+
+    >>> evidence_clauses("rate = a / b; 'CA' is California\\n")
+    ['rate = a / b', "'CA' is California"]
+    """
+    return [c.strip() for c in _CLAUSE_RE.split(evidence or "") if c.strip()]
+
+
 def build_query_terms(question: str, evidence: str | None = None, hints: list[str] | None = None,
                       *, max_entities: int = 6) -> QueryTerms:
     """Split a question into the terms the lexical index and the dense stage use.
@@ -210,7 +219,7 @@ def build_query_terms(question: str, evidence: str | None = None, hints: list[st
     ['alameda', 'county', 'in']
     """
     question = question.strip()
-    clauses = [c.strip() for c in _CLAUSE_RE.split(evidence or "") if c.strip()]
+    clauses = evidence_clauses(evidence)
     hint_texts = [h.strip() for h in hints or [] if h and h.strip()]
     text = " ".join([question, *clauses, *hint_texts])
     entities = _entities(question)[:max_entities]

@@ -82,6 +82,7 @@ class RetrievalResult(_Frozen):
     tables: list[RetrievedTable] = Field(default_factory=list)
     relationships: list[Relationship] = Field(default_factory=list)
     fallback: str | None = None
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
     warnings: list[str] = Field(default_factory=list)
     timings_ms: dict[str, float] = Field(default_factory=dict)
 

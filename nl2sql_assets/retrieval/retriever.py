@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nl2sql_assets.errors import (
+    DatasourceNotVisibleError,
     EmbeddingDimensionMismatchError,
     RetrievalError,
     UnknownDatasourceError,
@@ -51,6 +52,8 @@ from nl2sql_assets.indexing.embeddings import Embeddings, build_embedding_servic
 from nl2sql_assets.indexing.models import ChunkScore, SearchFilter
 from nl2sql_assets.indexing.vector_store import VectorStore, build_vector_store
 from nl2sql_assets.retrieval import ranking
+from nl2sql_assets.retrieval.confidence import estimate as estimate_confidence
+from nl2sql_assets.retrieval.confidence import with_warning
 from nl2sql_assets.retrieval.entity_kinds import EntityKinds, EntityKindScorer
 from nl2sql_assets.retrieval.fallback import full_schema
 from nl2sql_assets.retrieval.models import (
@@ -183,7 +186,9 @@ class SchemaRetriever:
         if request.datasource is not None:
             visible = self.schema_store.list_datasources(request.tenant)
             if request.datasource not in visible:
-                raise UnknownDatasourceError(request.datasource, visible)
+                if request.tenant is not None and self.schema_store.datasource_tenant(request.datasource):
+                    raise DatasourceNotVisibleError(request.datasource, request.tenant)
+                raise UnknownDatasourceError(request.datasource, visible)  # hint: this tenant's only
             if request.schema_version is not None:
                 self.schema_store.get_snapshot(request.datasource, request.schema_version)
 
@@ -239,11 +244,12 @@ class SchemaRetriever:
                 name=table.name, schema=table.schema_name or snapshot.datasource.default_schema,
                 score=round(float(scores.table_prob[t]), 4),
                 columns=[cached.index.lexical.columns[ci].name for ci in selection.columns[t]]))
+        confidence = estimate_confidence(scores.table_prob, selection.tables, dense, ranked)
         return RetrievalResult(
             question=q.request.question, datasources=ranked, datasource=datasource,
             schema_version=snapshot.schema_version, tables=tables,
             relationships=cached.index.graph.relationships(selection.tables), fallback=None,
-            warnings=list(q.warnings))
+            confidence=confidence, warnings=with_warning(q.warnings, confidence))
 
     def _column_threshold(self, snapshot: SchemaSnapshot) -> float:
         """A column is worth sending when its probability outweighs its share of the schema."""

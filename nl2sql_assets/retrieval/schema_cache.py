@@ -54,7 +54,8 @@ def build_cached(snapshot: SchemaSnapshot, *, infer_joins: bool) -> CachedSchema
     chunk_pos: dict[str, tuple[str, tuple[int, ...]]] = {}
     try:
         chunks = build_chunks(snapshot).chunks
-    except ValueError as exc:  # the indexer refused it too (duplicate ids): nothing is indexed
+    except ValueError as exc:  # the indexer refused it too, so nothing is indexed: two objects of one
+        # name (two tables "t" in one schema); dotted names get distinct ids and never land here
         log.warning("datasource %s: no chunks for version %s (%s)", snapshot.datasource.id,
                     snapshot.schema_version, exc)
         chunks = []

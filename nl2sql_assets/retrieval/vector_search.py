@@ -1,8 +1,8 @@
 """The retriever's reads of the vector store: live versions and grouped, timed searches.
 
-A failure of the store (unavailable, breaker open, a model mismatch) is returned, not raised:
-retrieval then answers from the SchemaStore alone with a warning, so the vector store is never
-a single point of failure. Each search's time is shared among the questions it served
+A failure of the store (unavailable or too slow, breaker open, damaged files, a model mismatch:
+any ``VectorStoreError``) is returned, not raised: retrieval then answers from the SchemaStore
+alone with a warning, so the vector store is never a single point of failure. Each search's time is shared among the questions it served
 (``timings_ms["vector"]``).
 """
 
@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from nl2sql_assets.errors import EmbeddingDimensionMismatchError, VectorStoreUnavailableError
+from nl2sql_assets.errors import EmbeddingDimensionMismatchError, VectorStoreError
 from nl2sql_assets.indexing.models import ChunkScore, SearchFilter, SearchHit
 from nl2sql_assets.indexing.vector_store import VectorStore
 from nl2sql_assets.retrieval.models import RetrieverConfig
@@ -59,7 +59,7 @@ class VectorSearch:
                     live[tenant] = (versions, "")
                     with self._lock:
                         self._live_cache[tenant] = (t0, versions)
-                except (VectorStoreUnavailableError, EmbeddingDimensionMismatchError) as exc:
+                except (VectorStoreError, EmbeddingDimensionMismatchError) as exc:
                     live[tenant] = (None, str(exc))
             q.timings["vector"] += round((perf_counter() - t0) * 1000, 2)
         versions, error = live[tenant]
@@ -84,7 +84,7 @@ class VectorSearch:
         t0 = perf_counter()
         try:
             return search()
-        except (VectorStoreUnavailableError, EmbeddingDimensionMismatchError) as exc:
+        except (VectorStoreError, EmbeddingDimensionMismatchError) as exc:
             return exc
         finally:
             share = round((perf_counter() - t0) * 1000 / max(1, len(group)), 2)

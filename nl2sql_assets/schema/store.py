@@ -28,11 +28,12 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import StaticPool
 
-from nl2sql_assets.config import Settings, redact_text, redact_url
-from nl2sql_assets.errors import ConfigError, SchemaStoreError, SchemaVersionNotFoundError
+from nl2sql_assets.config import Settings, redact_text, url_password, url_secrets
+from nl2sql_assets.errors import ConfigError, SchemaStoreCorruptError, SchemaStoreError, SchemaVersionNotFoundError
 from nl2sql_assets.schema.fingerprint import canonical_json, make_schema_version, parse_schema_version
 from nl2sql_assets.schema.models import SchemaSnapshot
 from nl2sql_assets.schema.protocol import RegisterResult, RegisterStatus, SchemaStore, VersionInfo
+from nl2sql_assets.sqlite_health import guard_sqlite_engine
 
 __all__ = [
     "RegisterResult", "RegisterStatus", "SchemaStore", "SqlSchemaStore", "VersionInfo", "build_schema_store",
@@ -125,18 +126,19 @@ class SqlSchemaStore:
 
     def __init__(self, url: str, *, max_attempts: int = 30, busy_timeout_s: float = 30.0) -> None:
         self._url = url
-        self.safe_url = redact_url(url)
+        self._secrets: list[str] = url_secrets(url)  # userinfo password, ?password=, ...: written and decoded
+        self.safe_url = redact_text(url, self._secrets)
         self._max_attempts = max(1, max_attempts)
         self._ready = False
         self._ready_lock = threading.Lock()
         self._t = _build_tables()
-        self._password: str | None = None
         try:
             parsed = sa.engine.make_url(url)
-        except Exception as exc:  # noqa: BLE001 - any parse failure is a bad URL
-            raise SchemaStoreError(f"not a valid SQLAlchemy URL ({self._redact(exc)})", store=self.safe_url) from None
-        self._password = parsed.password if isinstance(parsed.password, str) else None
-        # a password the URL parser did not see (odd URLs) is still masked by redact_text's URL rule
+        except Exception as exc:  # noqa: BLE001 - any parse failure is a bad URL (its text may quote the password)
+            why = "percent-encode '@', ':' and '/' in the password" if url_password(url) else self._redact(exc)
+            raise SchemaStoreError(f"not a valid SQLAlchemy URL ({why})", store=self.safe_url) from None
+        if parsed.host and "@" in parsed.host:  # the driver would print this "host": the password's tail
+            raise SchemaStoreError("its host holds '@': percent-encode '@' in the password (%40)", store=self.safe_url)
         self._sqlite_path: Path | None = None
         try:
             if parsed.get_backend_name() == "sqlite":
@@ -179,10 +181,13 @@ class SqlSchemaStore:
             write = conn.get_execution_options().get(_WRITE_OPTION, False)
             conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
+        if not in_memory:  # a damaged file: a clear error (it holds every snapshot), never "nothing stored"
+            guard_sqlite_engine(engine, lambda problem: SchemaStoreCorruptError(
+                str(self._sqlite_path), problem, store=self.safe_url))
         return engine
 
     def _redact(self, exc: BaseException | str) -> str:
-        return redact_text(str(exc), [self._password] if self._password else [])
+        return redact_text(str(exc), self._secrets)
 
     def _ensure_ready(self) -> None:
         """Create the parent folder (SQLite) and the tables, once; safe against concurrent creators."""

@@ -100,6 +100,13 @@ def run_sql(url: str, sql: str) -> None:
         conn.executescript(sql)
 
 
+@pytest.fixture(autouse=True)
+def _default_asset_catalog(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default group and no owners, whatever the developer's shell exports."""
+    monkeypatch.delenv("NL2SQL_ASSET_OWNERS", raising=False)
+    monkeypatch.delenv("NL2SQL_ASSET_GROUP", raising=False)
+
+
 @pytest.fixture
 def shop_home(nl2sql_home: Path) -> Path:
     """NL2SQL_HOME with two small SQLite datasources (``shop``, ``crm``) in its datasources file."""

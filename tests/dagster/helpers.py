@@ -24,7 +24,7 @@ def execute(instance: dg.DagsterInstance, key: str, tags: Mapping[str, str] | No
 
 
 def tick(instance: dg.DagsterInstance, cursor: str | None = None) -> dg.SensorResult | dg.SkipReason:
-    resources = {k: v for k, v in default_resources().items() if k in ("datasources", "schema_store")}
+    resources = {**default_resources(), "embeddings": HashEmbeddingsResource()}
     with dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources) as context:
         return schema_drift_sensor(context)
 

@@ -12,15 +12,23 @@ import dagster as dg
 import pytest
 import yaml
 
+from nl2sql_assets.config import Settings
 from nl2sql_assets.defs.definitions import RESOURCE_KEYS, build_definitions, default_resources
 
 ROOT = Path(__file__).resolve().parents[2]
+PACKAGED_DAGSTER_YAML = ROOT / "nl2sql_assets" / "app" / "dagster.yaml"
 
 EXPECTED_GRAPH = {
-    "schema_snapshot": {"deps": [], "group": "schema_index", "kinds": {"sql"}},
-    "enriched_snapshot": {"deps": ["schema_snapshot"], "group": "schema_index", "kinds": {"openai"}},
+    "schema_snapshot": {"deps": ["datasource/crm", "datasource/shop"], "group": "schema_index", "kinds": {"sql"}},
+    "enriched_snapshot": {"deps": ["schema_snapshot"], "group": "schema_index", "kinds": {"python"}},
     "schema_chunks": {"deps": ["enriched_snapshot"], "group": "schema_index", "kinds": {"python"}},
     "chroma_collection": {"deps": ["schema_chunks"], "group": "schema_index", "kinds": {"chroma"}},
+}
+#: Assets with nothing to execute: the datasources of the shop_home fixture and the status table.
+EXPECTED_EXTERNAL = {
+    "datasource/shop": {"deps": [], "kinds": {"sqlite"}},
+    "datasource/crm": {"deps": [], "kinds": {"sqlite"}},
+    "index_status": {"deps": ["chroma_collection"], "kinds": {"python"}},
 }
 EXPECTED_CHECKS = {
     ("schema_chunks", "chunks_cover_snapshot"): True,
@@ -28,17 +36,31 @@ EXPECTED_CHECKS = {
     ("chroma_collection", "vector_dimension_matches_provider"): False,
     ("chroma_collection", "tables_found_by_name"): False,
     ("chroma_collection", "chroma_matches_schema_store"): False,
+    ("chroma_collection", "retrieval_quality"): False,
 }
 
 
-def test_definitions_validate() -> None:
+def test_definitions_validate(settings: Settings) -> None:
     dg.Definitions.validate_loadable(build_definitions())
 
 
-def test_asset_graph_snapshot() -> None:
+def test_definitions_load_without_a_datasources_file(nl2sql_home: Path) -> None:
+    graph = build_definitions().resolve_asset_graph()
+    assert {k.to_user_string() for k in graph.get_all_asset_keys()} == set(EXPECTED_GRAPH) | {"index_status"}
+    assert not list(graph.get(dg.AssetKey("schema_snapshot")).parent_keys)
+
+
+def test_asset_graph_snapshot(settings: Settings) -> None:
     graph = build_definitions().resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    assert keys == set(EXPECTED_GRAPH)
+    assert keys == set(EXPECTED_GRAPH) | set(EXPECTED_EXTERNAL)
+    for name, want in EXPECTED_EXTERNAL.items():
+        node = graph.get(dg.AssetKey.from_user_string(name))
+        assert not node.is_executable and node.partitions_def is None, name
+        assert sorted(p.to_user_string() for p in node.parent_keys) == want["deps"], name
+        assert set(node.kinds) == want["kinds"] and node.group_name == "schema_index", name
+    assert graph.get(dg.AssetKey(["datasource", "crm"])).metadata["tenant"] == "other"
+    assert graph.get(dg.AssetKey(["datasource", "shop"])).metadata["engine"] == "sqlite"
     for name, want in EXPECTED_GRAPH.items():
         node = graph.get(dg.AssetKey(name))
         assert sorted(p.to_user_string() for p in node.parent_keys) == want["deps"], name
@@ -52,7 +74,7 @@ def test_asset_graph_snapshot() -> None:
     # two steps: one computes the first three assets (any subset can still be materialized), the
     # pooled chroma_collection step writes Chroma
     shapes = {a.node_def.name: ({k.to_user_string() for k in a.keys}, a.can_subset)  # type: ignore[union-attr]
-              for a in build_definitions().assets or []}
+              for a in build_definitions().assets or [] if isinstance(a, dg.AssetsDefinition)}
     assert shapes == {"schema_index": ({"schema_snapshot", "enriched_snapshot", "schema_chunks"}, True),
                       "chroma_collection": ({"chroma_collection"}, False)}
 
@@ -60,7 +82,7 @@ def test_asset_graph_snapshot() -> None:
 def test_asset_checks_snapshot() -> None:
     defs = build_definitions()
     checks = {}
-    for assets_def in defs.assets or []:
+    for assets_def in [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)]:  # not the specs
         for spec in assets_def.check_specs:  # type: ignore[union-attr]
             checks[(spec.asset_key.to_user_string(), spec.name)] = spec.blocking
             assert spec.partitions_def is not None and spec.partitions_def.name == "datasource_versions"
@@ -94,11 +116,12 @@ def test_secrets_are_bound_as_env_vars_never_literals(monkeypatch: pytest.Monkey
 
 
 def test_embedded_dagster_yaml_is_the_packaged_one_and_loads(tmp_path: Path) -> None:
-    root = (ROOT / "dagster.yaml").read_text(encoding="utf-8")
-    packaged = (ROOT / "nl2sql_assets" / "app" / "dagster.yaml").read_text(encoding="utf-8")
-    assert root == packaged
-    assert (ROOT / "dagster.yaml").resolve() == (ROOT / "nl2sql_assets" / "app" / "dagster.yaml").resolve()  # one file
-    shutil.copy(ROOT / "dagster.yaml", tmp_path / "dagster.yaml")
+    from nl2sql_assets.app.instance import PACKAGED_DAGSTER_YAML as copied_by_the_cli
+
+    assert copied_by_the_cli.resolve() == PACKAGED_DAGSTER_YAML.resolve()  # one file
+    # none at the repository root: `dagster dev` run there with DAGSTER_HOME set would warn that it is ignored
+    assert not (ROOT / "dagster.yaml").exists() and not (ROOT / "dagster.yml").exists()
+    shutil.copy(PACKAGED_DAGSTER_YAML, tmp_path / "dagster.yaml")
     old = os.environ.get("DAGSTER_HOME")
     os.environ["DAGSTER_HOME"] = str(tmp_path)
     try:
@@ -129,7 +152,7 @@ def test_postgres_yaml_names_the_driver_and_keeps_secrets_in_env() -> None:
 @pytest.mark.slow
 def test_workspace_yaml_loads_with_the_dagster_cli(tmp_path: Path) -> None:
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "NL2SQL_HOME": str(tmp_path / "home")}
-    shutil.copy(ROOT / "dagster.yaml", tmp_path / "dagster.yaml")
+    shutil.copy(PACKAGED_DAGSTER_YAML, tmp_path / "dagster.yaml")
     dagster = Path(sys.executable).with_name("dagster")
     proc = subprocess.run([str(dagster), "definitions", "validate", "-w", "workspace.yaml"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=180)

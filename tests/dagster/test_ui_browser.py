@@ -5,7 +5,11 @@ One server per module, in its own process group with its own DAGSTER_HOME and NL
   a materialized partition, and the drift sensor has ticked;
 - headless Chromium (Debian's package, driven over the DevTools protocol) opens the asset's
   page and shows the partition and its metadata; a screenshot goes to ``test-artifacts/``;
-- the run queue of the embedded dagster.yaml runs one run per datasource at a time (real daemon).
+- the run queue of the embedded dagster.yaml runs one run per datasource at a time (real daemon);
+- the graph starts at the datasources (external assets with engine, tenant and last fingerprint)
+  and ends at ``index_status`` (the live version of each datasource); owners, code versions and
+  kinds are the configured ones; screenshots of the graph and of the status go to ``test-artifacts/``;
+- ``dagster dev`` started from the repository root as the README says warns about no dagster.yaml.
 Everything started here is stopped by process group.
 """
 
@@ -32,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 BIN = Path(sys.executable).parent
 READY_TIMEOUT_S = 180
+OWNERS = ["data@example.com", "team:nl2sql"]
 RUN_TIMEOUT_S = 300
 
 pytestmark = pytest.mark.slow
@@ -80,10 +85,11 @@ def ui_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UIServer]:
     home.mkdir()
     write_datasources(home / "datasources.yaml", [
         {"id": "shop", "url": make_shop_db(home / "data" / "shop.db"), "description": "The web shop"},
-        {"id": "crm", "url": make_shop_db(home / "data" / "crm.db", rows=False)},
+        {"id": "crm", "url": make_shop_db(home / "data" / "crm.db", rows=False), "tenant": "globex"},
     ])
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NL2SQL_", "DAGSTER_", "CHROMA_", "SCHEMA_STORE"))}
-    env.update({"NL2SQL_HOME": str(home), "DAGSTER_HOME": str(dagster_home), "PYTHONPATH": str(ROOT)})
+    env.update({"NL2SQL_HOME": str(home), "DAGSTER_HOME": str(dagster_home), "PYTHONPATH": str(ROOT),
+                "NL2SQL_ASSET_OWNERS": ",".join(OWNERS)})
     # materialize the partitions through the product's own command, on the same instance
     index = subprocess.run([str(BIN / "nl2sql-assets"), "index"], cwd=ROOT, env=env, capture_output=True,
                            text=True, timeout=600)
@@ -221,3 +227,90 @@ def test_run_queue_runs_one_run_per_datasource_at_a_time(ui_server: UIServer) ->
     assert first["endTime"] <= second["startTime"], (first, second)  # type: ignore[operator]
     # the limit is per datasource, not global: crm, queued last, did not wait for the second shop run
     assert by_id[ids[2]]["startTime"] < second["startTime"]  # type: ignore[operator]
+
+
+GRAPH_QUERY = """
+{ assetNodes {
+    assetKey { path } groupName kinds opVersion isExecutable isPartitioned
+    owners { __typename ... on UserAssetOwner { email } ... on TeamAssetOwner { team } }
+    dependencyKeys { path } dependedByKeys { path }
+    metadataEntries { label ... on TextMetadataEntry { text } }
+} }
+"""
+STATUS_QUERY = """
+query Status($path: [String!]!) {
+  assetOrError(assetKey: {path: $path}) {
+    ... on Asset {
+      assetMaterializations(limit: 1) { runId metadataEntries {
+        label ... on MarkdownMetadataEntry { mdStr } ... on TextMetadataEntry { text } ... on IntMetadataEntry { intValue } } }
+      assetObservations(limit: 1) { metadataEntries {
+        label ... on TextMetadataEntry { text } ... on IntMetadataEntry { intValue } } }
+    }
+  }
+}
+"""
+
+
+def _owner(entry: dict[str, object]) -> str:
+    return str(entry.get("email") or f"team:{entry.get('team')}")
+
+
+def test_dagster_dev_from_the_repository_root_does_not_warn_about_dagster_yaml(ui_server: UIServer) -> None:
+    log = ui_server.log.read_text(errors="replace")
+    assert "Serving dagster-webserver" in log
+    assert "dagster instance configuration" not in log and "will not be used to configure Dagster" not in log
+
+
+@pytest.mark.browser
+def test_datasources_feed_the_graph_and_index_status_names_the_live_versions(ui_server: UIServer) -> None:
+    nodes = {"/".join(n["assetKey"]["path"]): n for n in ui_server.graphql(GRAPH_QUERY)["assetNodes"]}  # type: ignore[index,union-attr]
+    assert set(nodes) == {"datasource/shop", "datasource/crm", "schema_snapshot", "enriched_snapshot",
+                          "schema_chunks", "chroma_collection", "index_status"}
+    for ds, engine, tenant in (("shop", "sqlite", "default"), ("crm", "sqlite", "globex")):
+        source = nodes[f"datasource/{ds}"]
+        assert not source["isExecutable"] and not source["isPartitioned"] and source["kinds"] == [engine]
+        assert source["dependedByKeys"] == [{"path": ["schema_snapshot"]}] and source["dependencyKeys"] == []
+        meta = {e["label"]: e.get("text") for e in source["metadataEntries"]}  # type: ignore[union-attr]
+        assert meta["engine"] == engine and meta["tenant"] == tenant
+    assert sorted(k["path"][-1] for k in nodes["schema_snapshot"]["dependencyKeys"]) == ["crm", "shop"]  # type: ignore[index,union-attr]
+    assert nodes["index_status"]["dependencyKeys"] == [{"path": ["chroma_collection"]}]
+    assert not nodes["index_status"]["isExecutable"]
+    for name, node in nodes.items():
+        assert node["groupName"] == "schema_index" and [_owner(o) for o in node["owners"]] == OWNERS, name  # type: ignore[union-attr]
+    assert {n: nodes[n]["kinds"] for n in ("schema_snapshot", "enriched_snapshot", "schema_chunks",
+                                          "chroma_collection")} == {
+        "schema_snapshot": ["sql"], "enriched_snapshot": ["python"], "schema_chunks": ["python"],
+        "chroma_collection": ["chroma"]}  # ENRICHMENT is off: no openai kind
+    versions = {n: str(nodes[n]["opVersion"]) for n in ("schema_snapshot", "schema_chunks", "chroma_collection")}
+    assert all(v.startswith("0.1.0+") for v in versions.values()) and len(set(versions.values())) == 3
+
+    live = {ds: key.split("@")[1] for ds, key in ui_server.keys.items()}
+    status = ui_server.graphql(STATUS_QUERY, {"path": ["index_status"]})["assetOrError"]
+    (materialization,) = status["assetMaterializations"]  # type: ignore[index]
+    meta = _metadata(materialization["metadataEntries"])
+    assert meta["shop/live_version"] == live["shop"] and meta["crm/live_version"] == live["crm"]
+    assert f"| shop | `{live['shop']}` | **live** |" in str(meta["status"])
+    source = ui_server.graphql(STATUS_QUERY, {"path": ["datasource", "shop"]})["assetOrError"]
+    (observation,) = source["assetObservations"]  # type: ignore[index]
+    seen = _metadata(observation["metadataEntries"])
+    assert str(seen["fingerprint8"]) == live["shop"].split("_")[1] and seen["schema_version"] == live["shop"]
+
+    if not Path(CHROMIUM).exists():
+        message = f"{CHROMIUM} is not installed (apt-get install chromium)"
+        if IN_CI:
+            pytest.fail(f"{message}; CI=true requires it")
+        pytest.skip(message)
+    with Browser() as browser:
+        browser.goto(f"{ui_server.url}/asset-groups")
+        browser.wait_for_text(["shop", "crm", "schema_snapshot", "chroma_collection", "index_status"])
+        time.sleep(2)  # the graph lays out after its labels are in the page
+        graph = browser.screenshot(ARTIFACTS / "ui_asset_graph_with_datasources.png")
+        browser.goto(f"{ui_server.url}/assets/index_status")
+        browser.wait_for_text(["index_status", "shop/live_version", "crm/live_version", live["shop"], "live"])
+        status_shot = browser.screenshot(ARTIFACTS / "ui_index_status_live_versions.png")
+        browser.goto(f"{ui_server.url}/assets/datasource/shop")
+        browser.wait_for_text(["fingerprint", live["shop"].split("_")[1], "sqlite", "schema_snapshot"])
+        source_shot = browser.screenshot(ARTIFACTS / "ui_datasource_shop.png")
+    for shot in (graph, status_shot, source_shot):
+        assert shot.stat().st_size > 10_000
+        print(f"screenshot: {shot}")

@@ -82,8 +82,12 @@ def test_batch_writes_one_line_per_input_line(demo_env: Settings, tmp_path: Path
      "no version '19990101000000_deadbeef'"),
     (["retrieve", "--batch", "/nonexistent/in.jsonl", "--out", "/tmp/x.jsonl"], "not found"),
     (["retrieve", "--batch", "in.jsonl"], "--batch needs --out"),
+    (["retrieve", "Headcount \udcff"], "the question is not valid text: lone surrogate U+DCFF at character 10"),
+    (["retrieve", "x", "--datasource", "hr\udcfe"], "the datasource is not valid text"),
+    (["retrieve", "--batch", __file__, "--out", str(Path(__file__).parent)], "is a directory"),
 ])
 def test_bad_input_exits_non_zero_with_a_clear_message(demo_env: Settings, capsys: pytest.CaptureFixture[str],
                                                        argv: list[str], message: str) -> None:
     assert main(argv) != 0
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1

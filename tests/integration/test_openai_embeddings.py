@@ -1,13 +1,14 @@
 """The OpenAI provider against a local HTTP server on 127.0.0.1 speaking the embeddings endpoint.
 
-The server is the only test double the project allows: a real HTTP server (stdlib), real
-httpx, real JSON. Each test scripts the server's answers and inspects the requests it got.
+The server is the only test double the project allows: a real HTTP server (stdlib), the real
+``openai`` SDK, real JSON. Each test scripts the server's answers and inspects the requests it got.
 """
 
 from __future__ import annotations
 
-import hashlib
+import math
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,14 +20,9 @@ from nl2sql_assets.config import Settings
 from nl2sql_assets.errors import EmbeddingError
 from nl2sql_assets.indexing.embeddings import build_embedding_service
 from nl2sql_assets.indexing.openai_embeddings import OpenAIEmbedder
-from tests.openai_fake import EMBEDDINGS, Answer, FakeOpenAI, FakeRequest
+from tests.openai_fake import EMBEDDINGS, Answer, FakeOpenAI, FakeRequest, embeddings_answer, fake_vector
 
 API_KEY = "sk-test-a1b2c3d4e5"
-
-
-def fake_vector(text: str, dimension: int) -> list[float]:
-    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
-    return np.random.default_rng(seed).standard_normal(dimension).round(6).tolist()
 
 
 @dataclass
@@ -43,7 +39,9 @@ class Script:
 
 def _answer(script: Script, request: FakeRequest) -> Answer:
     """The embeddings endpoint as the script says: queued failures first, then vectors."""
-    script.requests.append({"path": request.path, **request.body})
+    # ``encoding_format`` is the SDK's transport choice (base64 unless told); the fake answers in it.
+    body = {k: v for k, v in request.body.items() if k != "encoding_format"}
+    script.requests.append({"path": request.path, **body})
     script.auth_headers.append(request.headers.get("Authorization"))
     if script.hang_seconds:
         threading.Event().wait(script.hang_seconds)
@@ -51,12 +49,7 @@ def _answer(script: Script, request: FakeRequest) -> Answer:
         status, headers = script.failures.pop(0)
         message = "Incorrect API key provided: sk-test-***" if status == 401 else f"status {status}"
         return status, {"error": {"message": message}}, headers
-    data = [{"object": "embedding", "index": i, "embedding": fake_vector(t, script.dimension)}
-            for i, t in enumerate(request.body["input"])]
-    if script.shuffle:
-        data.reverse()  # the API does not promise order: the client sorts by index
-    return 200, {"object": "list", "data": data, "model": request.body["model"],
-                 "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+    return embeddings_answer(request, script.dimension, shuffle=script.shuffle)
 
 
 @dataclass
@@ -193,3 +186,73 @@ def test_base_url_from_settings_and_the_cache(endpoint: Endpoint, tmp_path: Path
 def test_empty_key_is_refused() -> None:
     with pytest.raises(EmbeddingError, match="OPENAI_API_KEY"):
         OpenAIEmbedder("")
+
+
+# The fake's own modes (tests/openai_fake.py), without a scripted handler.
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as server:
+        yield server
+
+
+@pytest.mark.parametrize(("count", "batch_size"), [(1, 4), (8, 4), (10, 4), (5, 1)])
+def test_n_texts_take_ceil_n_over_batch_size_requests(fake: FakeOpenAI, count: int, batch_size: int) -> None:
+    embedder = OpenAIEmbedder(API_KEY, base_url=fake.base_url, batch_size=batch_size)
+    texts = [f"chunk {i}" for i in range(count)]
+    vectors = embedder.embed(texts)
+    assert vectors.shape == (count, 1536)
+    assert fake.count(EMBEDDINGS) == math.ceil(count / batch_size)
+    assert [text for body in fake.calls(EMBEDDINGS) for text in body["input"]] == texts
+
+
+@pytest.mark.parametrize("echoed", [False, True])
+def test_401_is_reported_without_the_key(fake: FakeOpenAI, echoed: bool) -> None:
+    if echoed:  # a proxy that echoes the key it was given back in its error message
+        fake.script(EMBEDDINGS, (401, {"error": {"message": f"Incorrect API key provided: {API_KEY}"}}))
+    else:
+        fake.mode = "unauthorized"
+    sleeps: list[float] = []
+    embedder = OpenAIEmbedder(API_KEY, base_url=fake.base_url, sleep=sleeps.append)
+    with pytest.raises(EmbeddingError, match=r"rejected the credentials \(HTTP 401: Incorrect API key") as info:
+        embedder.embed(["orders"])
+    assert API_KEY not in str(info.value) and "check OPENAI_API_KEY" in str(info.value)
+    assert fake.count(EMBEDDINGS) == 1 and sleeps == []
+
+
+def test_wrong_dimension_names_expected_and_got(fake: FakeOpenAI) -> None:
+    fake.mode = "wrong_dimension"
+    embedder = OpenAIEmbedder(API_KEY, base_url=fake.base_url, model="text-embedding-3-large")
+    with pytest.raises(EmbeddingError, match="'text-embedding-3-large' returned vectors of dimension 3, "
+                                             "expected 3072"):
+        embedder.embed(["orders"])
+
+
+def test_429_with_retry_after_is_waited_for_then_succeeds(fake: FakeOpenAI) -> None:
+    fake.rate_limit(EMBEDDINGS, times=2, retry_after="0.3")
+    embedder = OpenAIEmbedder(API_KEY, base_url=fake.base_url, backoff=5.0)  # real waits, not the backoff
+    started = time.perf_counter()
+    assert embedder.embed(["orders", "customers"]).shape == (2, 1536)
+    elapsed = time.perf_counter() - started
+    assert fake.count(EMBEDDINGS) == 3
+    assert 0.6 <= elapsed < 3.0
+
+
+def test_server_errors_exhaust_the_retries(fake: FakeOpenAI) -> None:
+    fake.mode = "server_error"
+    sleeps: list[float] = []
+    embedder = OpenAIEmbedder(API_KEY, base_url=fake.base_url, max_retries=2, sleep=sleeps.append)
+    with pytest.raises(EmbeddingError, match=r"failed after 3 attempts \(last: HTTP 500: The server had an error"):
+        embedder.embed(["orders"])
+    assert fake.count(EMBEDDINGS) == 3 and len(sleeps) == 2
+
+
+def test_a_hanging_endpoint_times_out_per_attempt(fake: FakeOpenAI) -> None:
+    fake.mode = "hang"
+    embedder = OpenAIEmbedder(API_KEY, base_url=fake.base_url, timeout=0.3, max_retries=1, sleep=lambda s: None)
+    started = time.perf_counter()
+    with pytest.raises(EmbeddingError, match="failed after 2 attempts.*APITimeoutError"):
+        embedder.embed(["orders"])
+    assert fake.count(EMBEDDINGS) == 2
+    assert time.perf_counter() - started < 2.0

@@ -15,8 +15,9 @@ from nl2sql_assets.indexing.models import (
     RelationshipChunk,
     TableChunk,
 )
-from nl2sql_assets.schema.models import SchemaSnapshot
-from tests.chunk_samples import PII_VALUES, shop_snapshot, wide_snapshot
+from nl2sql_assets.pipeline.verify import chunk_coverage
+from nl2sql_assets.schema.models import Column, DatasourceInfo, ForeignKey, MetricDefinition, SchemaSnapshot, Table
+from tests.chunk_samples import CAPTURED, PII_VALUES, shop_snapshot, wide_snapshot
 
 REQUIRED_METADATA = ("datasource_id", "schema_version", "tenant_id", "chunk_type", "table", "column",
                      "dtype", "pii", "join_pairs", "content_hash")
@@ -208,3 +209,56 @@ def test_comment_change_keeps_ids_and_changes_content_hash() -> None:
     differing = {x.id.split(":", 2)[2] for x, y in zip(a, b, strict=True) if x.content_hash != y.content_hash}
     assert "table:customers" in differing and "column:customers.email" in differing
     assert not any(d.startswith(("table:orders", "column:orders")) for d in differing)
+
+
+def _snapshot(tables: list[Table], schema: str | None = None, metrics: list[MetricDefinition] | None = None
+              ) -> SchemaSnapshot:
+    tables = [t.model_copy(update={"schema_name": schema}) for t in tables]
+    info = DatasourceInfo(id="dots", dialect="sqlite", metrics=metrics or [])
+    return SchemaSnapshot.create(info, tables, CAPTURED).with_version("20260102030405_0badc0de")
+
+
+def _identities(snap: SchemaSnapshot) -> list[str]:
+    return [c.id.split(":", 3)[3] for c in build_chunks(snap).chunks]
+
+
+@pytest.mark.parametrize("schema", [None, "main"])
+def test_dotted_names_get_distinct_ids_and_plain_names_keep_theirs(schema: str | None) -> None:
+    """Table a.b's column c and table a's column b.c once shared the id ``...:column:a.b.c``."""
+    fk = ForeignKey(columns=["b.c"], ref_table="a.b", ref_columns=["c"], ref_schema=schema)
+    snap = _snapshot([Table(name="a.b", columns=[Column(name="c")], primary_key=["c"]),
+                      Table(name="a", columns=[Column(name="b.c")], foreign_keys=[fk]),
+                      Table(name="frpm", columns=[Column(name="Free Meal Count (K-12)"), Column(name="CDSCode")])],
+                     schema)
+    prefix = f"{schema}." if schema else ""
+    ids = _identities(snap)
+    assert len(ids) == len(set(ids))
+    assert {f'{prefix}"a.b"', f"{prefix}a", f'{prefix}"a.b".c', f'{prefix}a."b.c"'} <= set(ids)
+    assert f'{prefix}a("b.c")->{prefix}"a.b"(c)' in ids
+    # names without separators keep the ids they always had (stored indexes rely on them)
+    assert {f"{prefix}frpm", f"{prefix}frpm.Free Meal Count (K-12)", f"{prefix}frpm.CDSCode"} <= set(ids)
+    assert chunk_coverage(snap, build_chunks(snap)).ok
+
+
+def test_any_name_gets_its_own_id() -> None:
+    """Quotes, colons, '#g1' (the generation mark) and commas in foreign-key column lists."""
+    snap = _snapshot([
+        Table(name="t", columns=[Column(name=n) for n in ("x,y", "x", "y", 'q"', '"q""', "c:1", "v#g1")],
+              foreign_keys=[ForeignKey(columns=["x,y"], ref_table="r", ref_columns=["k,k2"]),
+                            ForeignKey(columns=["x", "y"], ref_table="r", ref_columns=["k", "k2"])]),
+        Table(name="r", columns=[Column(name="k,k2"), Column(name="k"), Column(name="k2")]),
+    ])
+    chunks = build_chunks(snap).chunks
+    assert len({c.id for c in chunks}) == len(chunks)
+    assert not any(c.id.endswith("#g1") for c in chunks)  # never mistaken for a rewritten record's id
+
+
+def test_two_chunks_with_one_id_name_both_objects() -> None:
+    snap = _snapshot([Table(name="t", columns=[Column(name="a")]), Table(name="t", columns=[Column(name="b")])],
+                     "main")
+    with pytest.raises(ValueError, match=r"table 't' in schema 'main' and table 't' in schema 'main' would share "
+                                         r"the chunk id 'dots:[0-9_a-f]+:table:main\.t'"):
+        build_chunks(snap)
+    twice = [MetricDefinition(name="revenue", definition="sum(t.a)")] * 2
+    with pytest.raises(ValueError, match="metric 'revenue' and metric 'revenue' would share"):
+        build_chunks(_snapshot([Table(name="t", columns=[Column(name="a")])], metrics=twice))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,7 +19,9 @@ from nl2sql_assets.indexing.enrichment import (
     build_llm,
     enrich_schema_snapshot,
 )
+from nl2sql_assets.indexing.llm_client import ENRICHMENT_SCHEMA, BreakerChatClient
 from nl2sql_assets.schema.models import Column, ColumnStats, DatasourceInfo, SchemaSnapshot, Table
+from resources.llm import LLMResource
 from tests.openai_fake import CHAT, FakeOpenAI, chat_answer
 
 API_KEY = "sk-test-Very5ecretKey"
@@ -85,8 +88,11 @@ def test_enrichment_fills_gaps_keeps_structure_and_owner_text() -> None:
     assert orders.column("amt").synonyms == ["amount", "total"]  # type: ignore[union-attr]
     assert out.table("invented_table") is None
     assert out.enrichment is not None and out.enrichment.columns_described == 2
-    # What was sent: names and non-PII examples, JSON mode, the configured model.
-    assert request["response_format"] == {"type": "json_object"}
+    # What was sent: names and non-PII examples, structured output (enrichment's JSON schema, in
+    # place of the former plain JSON mode), the configured model.
+    assert request["response_format"] == {"type": "json_schema", "json_schema": {
+        "name": "schema_documentation", "strict": True, "schema": ENRICHMENT_SCHEMA}}
+    assert request["model"] == "gpt-4o-mini"
     sent = request["messages"][1]["content"]
     assert "retail" in sent and "email" in sent
     payload = json.loads(sent)
@@ -182,3 +188,104 @@ def test_build_llm_honours_openai_env(nl2sql_home: object, monkeypatch: pytest.M
         headers = server.requests[0].headers
     assert outcome.status == "enriched"
     assert headers.get("Authorization") == f"Bearer {API_KEY}"
+
+
+# Timeouts, failures and the circuit breaker, against the fake's modes.
+
+
+def _timed_client(server: FakeOpenAI, timeout_s: float = 0.5, **kw: Any) -> OpenAIChatClient:
+    sleeps: list[float] = kw.pop("sleeps", [])
+    return OpenAIChatClient(LLMSettings(api_key=SecretStr(API_KEY), base_url=server.base_url, timeout_s=timeout_s,
+                                        **kw), sleep=sleeps.append)
+
+
+def test_a_timeout_is_not_retried() -> None:
+    with FakeOpenAI("hang") as server:
+        started = time.perf_counter()
+        outcome = enrich_schema_snapshot(_snapshot(), lambda: _timed_client(server, max_retries=2))
+        elapsed = time.perf_counter() - started
+        assert server.count(CHAT) == 1
+    assert outcome.status == "unavailable"
+    assert outcome.reason == f"chat endpoint {server.base_url} did not answer within 0.5 s"
+    assert 0.5 <= elapsed < 1.5
+
+
+def test_server_errors_are_retried_then_unavailable() -> None:
+    sleeps: list[float] = []
+    with FakeOpenAI("server_error") as server:
+        outcome = enrich_schema_snapshot(_snapshot(), lambda: _timed_client(server, max_retries=2, sleeps=sleeps))
+        assert server.count(CHAT) == 3
+    assert outcome.status == "unavailable"
+    assert outcome.reason is not None and outcome.reason.startswith(
+        f"chat endpoint {server.base_url} failed after 3 attempts (last: HTTP 500: The server had an error")
+    assert len(sleeps) == 2
+
+
+def test_retry_after_is_honoured() -> None:
+    sleeps: list[float] = []
+    with FakeOpenAI() as server:
+        server.rate_limit(CHAT, times=1, retry_after="7")
+        outcome = enrich_schema_snapshot(_snapshot(), lambda: _timed_client(server, sleeps=sleeps))
+        assert server.count(CHAT) == 2
+    assert outcome.status == "enriched" and sleeps == [7.0]
+
+
+def test_refused_key_is_unavailable_without_the_key() -> None:
+    with FakeOpenAI() as server:
+        server.script(CHAT, (401, {"error": {"message": f"Incorrect API key provided: {API_KEY}"}}))
+        outcome = enrich_schema_snapshot(_snapshot(), lambda: _timed_client(server))
+        assert server.count(CHAT) == 1
+    assert (outcome.status, outcome.reason) == ("unavailable", "authentication refused (401)")
+
+
+def test_default_answer_of_the_fake_enriches_every_blank() -> None:
+    with FakeOpenAI() as server:
+        outcome = enrich_schema_snapshot(_snapshot(), lambda: _timed_client(server))
+    customers = outcome.snapshot.table("customers")
+    assert outcome.status == "enriched" and customers is not None
+    assert customers.description == "Fake description of table customers"
+    assert outcome.snapshot.table("orders").text == "One row per order"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("mode", ["hang", "server_error", "unauthorized"])
+def test_the_breaker_stops_calling_a_failed_endpoint(mode: str) -> None:
+    """One client for several snapshots (what the ``llm`` resource keeps for a command)."""
+    with FakeOpenAI(mode) as server:  # type: ignore[arg-type]
+        client = BreakerChatClient(_timed_client(server, max_retries=1))
+        started = time.perf_counter()
+        outcomes = [enrich_schema_snapshot(_snapshot(), lambda: client, tables_per_call=1) for _ in range(3)]
+        elapsed = time.perf_counter() - started
+        calls = server.count(CHAT)
+    assert calls == (1 if mode in ("hang", "unauthorized") else 2)  # 500: one call and its one retry
+    assert [o.status for o in outcomes] == ["unavailable"] * 3
+    first = outcomes[0].reason
+    assert first is not None and API_KEY not in first
+    assert [o.reason for o in outcomes[1:]] == [
+        f"not called: the chat endpoint failed earlier in this command ({first})"] * 2
+    assert client.breaker.state == "open"
+    assert elapsed < (1.5 if mode == "hang" else 3.5)
+
+
+def test_the_breaker_lets_an_unusable_answer_through() -> None:
+    """An answer that is not JSON says nothing against the endpoint: the next snapshot asks again."""
+    with FakeOpenAI() as server:
+        server.script(CHAT, (200, chat_answer("not json")))
+        client = BreakerChatClient(_timed_client(server))
+        first = enrich_schema_snapshot(_snapshot(), lambda: client)
+        second = enrich_schema_snapshot(_snapshot(), lambda: client)
+        assert server.count(CHAT) == 2
+    assert (first.status, second.status) == ("failed", "enriched")
+    assert client.breaker.state == "closed"
+
+
+def test_the_resource_keeps_one_guarded_client() -> None:
+    with FakeOpenAI("hang") as server:
+        llm = LLMResource(enrichment="openai", openai_api_key=API_KEY, openai_base_url=server.base_url,
+                          timeout_s=0.5)
+        outcomes = [enrich_schema_snapshot(_snapshot(), llm.factory()) for _ in range(3)]
+        assert server.count(CHAT) == 1
+        llm.close()
+    assert [o.status for o in outcomes] == ["unavailable"] * 3
+    assert LLMResource().factory() is None
+    no_key = enrich_schema_snapshot(_snapshot(), LLMResource(enrichment="openai").factory())
+    assert (no_key.status, no_key.reason) == ("unavailable", "OPENAI_API_KEY is not set")

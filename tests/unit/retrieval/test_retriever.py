@@ -57,7 +57,7 @@ def test_scoped_question_finds_tables_columns_and_contract_shape(world: World) -
     assert "customer_id" in customers.columns and len(customers.columns) < 6
     data = result.to_json_dict()
     assert list(data) == ["question", "datasources", "datasource", "schema_version", "tables", "relationships",
-                          "fallback", "warnings", "timings_ms"]
+                          "fallback", "confidence", "warnings", "timings_ms"]
     assert set(data["tables"][0]) == {"name", "schema", "score", "columns"}  # type: ignore[index]
     assert set(data["timings_ms"]) == {"embed", "vector", "total"}  # type: ignore[arg-type]
 
