@@ -20,25 +20,25 @@ from nl2sql_assets.indexing.vector_store import VectorStore
 from nl2sql_assets.pipeline.keys import partition_key
 from nl2sql_assets.pipeline.planning import IndexRequest, Outcome
 from nl2sql_assets.pipeline.verify import chunk_set_hash
+from nl2sql_assets.schema.models import SchemaSnapshot
 from nl2sql_assets.schema.protocol import SchemaStore
 
 RepairKind = Literal["repair", "pending_refresh"]
 
 
-def repair_kind(store: SchemaStore, vectors: VectorStore, datasource_id: str,
-                schema_version: str) -> tuple[RepairKind | None, str]:
-    """Whether the vector store serves ``schema_version`` as the schema store holds it.
+def repair_kind(vectors: VectorStore, snapshot: SchemaSnapshot) -> tuple[RepairKind | None, str]:
+    """Whether the vector store serves the registered ``snapshot`` as the schema store holds it.
 
     Returns ``(None, digest)`` when it does, ``("repair", digest)`` when the version is not
     live, ``("pending_refresh", digest)`` when it is live with other texts; ``digest`` is the
     expected chunk-set hash.
 
     Raises:
-        VectorStoreError, SchemaStoreError: a store cannot be read (never taken for "unchanged").
+        VectorStoreError: the vector store cannot be read (never taken for "unchanged").
     """
-    state = vectors.index_state(datasource_id)
-    expected = chunk_set_hash(build_chunks(store.get_snapshot(datasource_id, schema_version)))
-    if state is None or state.live_version != schema_version:
+    state = vectors.index_state(snapshot.datasource_id)
+    expected = chunk_set_hash(build_chunks(snapshot))
+    if state is None or state.live_version != snapshot.schema_version:
         return "repair", expected
     if state.content_digest != expected:
         return "pending_refresh", expected
@@ -64,10 +64,10 @@ def find_repairs(unchanged: Sequence[Outcome], store: SchemaStore, vectors: Vect
         if outcome.status != "unchanged" or not version:
             continue
         try:
-            kind, expected = repair_kind(store, vectors, ds, version)
+            snapshot = store.get_snapshot(ds, version)
+            kind, expected = repair_kind(vectors, snapshot)
             if kind is None:
                 continue
-            snapshot = store.get_snapshot(ds, version)
         except Nl2SqlError as exc:
             failed.append(Outcome(datasource_id=ds, status="failed", schema_version=version, error=str(exc)))
             continue

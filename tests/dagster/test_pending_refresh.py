@@ -80,20 +80,31 @@ def test_the_next_tick_completes_a_failed_documentation_refresh(instance: dg.Dag
     assert not (isinstance(fourth, dg.SensorResult) and fourth.run_requests)  # nothing left to do
 
 
-def _cli(home: Path, chroma: ChromaServer, *args: str) -> subprocess.CompletedProcess[str]:
+CLI = str(Path(sys.executable).with_name("nl2sql-assets"))
+
+
+def _env(home: Path, chroma: ChromaServer) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NL2SQL_", "DAGSTER_", "CHROMA_"))}
     env.update({"NL2SQL_HOME": str(home), "CHROMA_HOST": chroma.host, "CHROMA_PORT": str(chroma.port)})
-    cli = str(Path(sys.executable).with_name("nl2sql-assets"))
-    return subprocess.run([cli, *args], env=env, capture_output=True, text=True, timeout=600)
+    return env
+
+
+def _cli(home: Path, chroma: ChromaServer, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CLI, *args], env=_env(home, chroma), capture_output=True, text=True, timeout=600)
+
+
+def _shop_home(tmp_path: Path) -> Path:
+    """An NL2SQL_HOME whose datasources file lists one small SQLite shop."""
+    home = tmp_path / "home"
+    home.mkdir()
+    write_datasources(home / "datasources.yaml", [{"id": "shop", "url": make_shop_db(home / "data" / "shop.db")}])
+    return home
 
 
 @pytest.mark.server
 @pytest.mark.slow
 def test_index_completes_a_refresh_that_died_with_the_chroma_server(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    shop = make_shop_db(home / "data" / "shop.db")
-    write_datasources(home / "datasources.yaml", [{"id": "shop", "url": shop}])
+    home = _shop_home(tmp_path)
     chroma = start_or_skip(ChromaServer(tmp_path / "chroma"))
     try:
         first = _cli(home, chroma, "index")
@@ -126,19 +137,14 @@ def _registered_text(home: Path) -> bool:
 @pytest.mark.server
 @pytest.mark.slow
 def test_a_killed_index_leaves_no_stuck_run_and_the_next_index_finishes_its_refresh(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    shop = make_shop_db(home / "data" / "shop.db")
-    write_datasources(home / "datasources.yaml", [{"id": "shop", "url": shop}])
+    home = _shop_home(tmp_path)
     chroma = start_or_skip(ChromaServer(tmp_path / "chroma"))
     try:
         assert _cli(home, chroma, "index").returncode == 0
         _document(home, "Every purchase a customer made.")
         assert chroma._proc is not None
         os.killpg(chroma._proc.pid, signal.SIGSTOP)  # the refresh will hang in its Chroma step
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("NL2SQL_", "DAGSTER_", "CHROMA_"))}
-        env.update({"NL2SQL_HOME": str(home), "CHROMA_HOST": chroma.host, "CHROMA_PORT": str(chroma.port)})
-        victim = subprocess.Popen([str(Path(sys.executable).with_name("nl2sql-assets")), "index"], env=env,
+        victim = subprocess.Popen([CLI, "index"], env=_env(home, chroma),
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 120
         while not _registered_text(home):
