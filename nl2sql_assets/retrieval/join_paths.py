@@ -36,6 +36,7 @@ class JoinEdge:
     parent_columns: tuple[str, ...]
     cardinality: str
     inferred: bool = False
+    source: str = "foreign_key"
 
 
 class JoinGraph:
@@ -57,7 +58,8 @@ class JoinGraph:
                 if pi is None:
                     continue
                 self.edges.append(JoinEdge(ci, pi, tuple(fk.columns), tuple(fk.ref_columns),
-                                           infer_cardinality(table, fk)))
+                                           infer_cardinality(table, fk), inferred=fk.source == "inferred",
+                                           source=fk.source))
                 declared.update((ci, c.lower()) for c in fk.columns)
         if infer:
             self._infer(snapshot, declared)
@@ -98,7 +100,7 @@ class JoinGraph:
                     parent = snapshot.tables[pi]
                     fk = ForeignKey(columns=[col.name], ref_table=parent.name, ref_columns=list(ref_columns))
                     self.edges.append(JoinEdge(ci, pi, (col.name,), ref_columns,
-                                               infer_cardinality(table, fk), inferred=True))
+                                               infer_cardinality(table, fk), inferred=True, source="inferred"))
                     linked.update({(ci, pi), (pi, ci)})
 
     def connect(self, selected: Sequence[int], scores: Sequence[float] | None = None) -> list[int]:
@@ -180,7 +182,8 @@ class JoinGraph:
         """The join column pairs among ``tables`` as the result's relationship objects."""
         return [Relationship(from_table=self.names[e.child], from_columns=list(e.child_columns),
                              to_table=self.names[e.parent], to_columns=list(e.parent_columns),
-                             cardinality=e.cardinality)  # type: ignore[arg-type]
+                             cardinality=e.cardinality,  # type: ignore[arg-type]
+                             inferred=e.inferred, source=e.source)  # type: ignore[arg-type]
                 for e in self.edges_within(tables)]
 
     def join_columns(self, tables: Sequence[int]) -> dict[int, set[str]]:

@@ -70,6 +70,8 @@ class Relationship(_Frozen):
     to_table: str
     to_columns: list[str]
     cardinality: Literal["one-to-one", "many-to-one", "many-to-many"] = "many-to-one"
+    inferred: bool = False
+    source: Literal["foreign_key", "dbt", "inferred"] = "foreign_key"
 
 
 class RetrievalResult(_Frozen):

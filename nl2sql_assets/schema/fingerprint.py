@@ -61,6 +61,7 @@ def structure_of(tables: Iterable[Table]) -> list[dict[str, object]]:
             "unique": sorted(sorted(u.columns) for u in t.unique_constraints),
             "fks": sorted(
                 [fk.columns, fk.ref_schema or "", fk.ref_table, fk.ref_columns] for fk in t.foreign_keys
+                if fk.source == "foreign_key"
             ),
         }
         for t in canonical_tables(tables)

@@ -72,6 +72,9 @@ class ForeignKey(_Frozen):
     ref_schema: str | None = None
     ref_table: str
     ref_columns: list[str]
+    # where the join comes from: a constraint the database declares, a dbt ``relationships``
+    # test, or inference from names/types/values; only declared keys are part of the fingerprint
+    source: Literal["foreign_key", "dbt", "inferred"] = "foreign_key"
 
     @property
     def pairs(self) -> list[tuple[str, str]]:
