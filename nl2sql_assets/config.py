@@ -239,11 +239,12 @@ class EvaluationQuestion(BaseModel):
 
 class EvaluationConfig(BaseModel):
     """Retrieval-quality questions a datasource carries; the ``retrieval_quality`` check runs them
-    against every version just made live, and ``severity: error`` makes a regression an ERROR."""
+    against every version just made live, ``severity: error`` makes a regression an ERROR, and
+    ``severity: block`` asks them before the version goes live and keeps a failing one out."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    severity: Literal["warn", "error"] = "warn"
+    severity: Literal["warn", "error", "block"] = "warn"
     min_table_recall: float = Field(default=0.8, ge=0.0, le=1.0)
     min_column_recall: float | None = Field(default=None, ge=0.0, le=1.0)
     questions: list[EvaluationQuestion] = Field(default_factory=list)

@@ -186,6 +186,15 @@ class UncheckedChunksError(Nl2SqlError):
         self.schema_version = schema_version
 
 
+class QualityGateError(Nl2SqlError):
+    """A version whose gold questions fail under ``severity: block``: it is not made live."""
+
+    def __init__(self, datasource_id: str, schema_version: str, message: str) -> None:
+        super().__init__(f"datasource '{datasource_id}' version '{schema_version}': {message}")
+        self.datasource_id = datasource_id
+        self.schema_version = schema_version
+
+
 class InstanceStorageError(Nl2SqlError):
     """A Dagster instance database that cannot be used; the message says how to recover."""
 

@@ -43,6 +43,7 @@ from decimal import Decimal
 from typing import Protocol, runtime_checkable
 
 from nl2sql_assets.adapters.pii import kinds_in_value, person_hint, pii_kind_from_values, recorded_value_kind
+from nl2sql_assets.progress import ProgressMeter
 from nl2sql_assets.schema.models import Column, ColumnStats, StatStatus, Table
 
 logger = logging.getLogger(__name__)
@@ -198,6 +199,7 @@ def compute_statistics(
     real_tables = [t for t in tables if t.kind == "table"]
     out: list[Table] = []
     done = skipped = 0
+    meter = ProgressMeter("tables introspected", len(tables))
     try:
         if real_tables and clock() < deadline:
             try:
@@ -207,6 +209,7 @@ def compute_statistics(
             except backend.query_errors as exc:
                 warnings.append(f"row estimates unavailable: {describe_error(exc)}")
         for table in tables:
+            meter.advance()
             if table.kind == "view":
                 out.append(_skipped_table(table, VIEW_NOTE))
                 continue

@@ -11,11 +11,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from typing import TextIO
 
 from nl2sql_assets.app.instance import prepare_instance
 from nl2sql_assets.app.runner import run_index
 from nl2sql_assets.cli.environment import command_settings
 from nl2sql_assets.config import Settings
+from nl2sql_assets.progress import ProgressEvent, progress_to
 
 
 def dagster_log_level(verbosity: int) -> str:
@@ -28,13 +30,17 @@ def dagster_log_level(verbosity: int) -> str:
     return "CRITICAL" if verbosity <= 0 else "INFO" if verbosity == 1 else "DEBUG"
 
 
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
 def terminal_progress() -> Callable[[str], None] | None:
     """A progress writer to stderr when stderr is a terminal; None (quiet) when it is piped."""
     stream = sys.stderr
-    try:
-        if not stream.isatty():
-            return None
-    except (AttributeError, ValueError):
+    if not _is_terminal(stream):
         return None
 
     def write(line: str) -> None:
@@ -43,12 +49,27 @@ def terminal_progress() -> Callable[[str], None] | None:
     return write
 
 
+def terminal_counts() -> Callable[[ProgressEvent], None] | None:
+    """Counted progress inside a run (``  40/300 tables introspected``), rewritten in place on a terminal."""
+    stream = sys.stderr
+    if not _is_terminal(stream):
+        return None
+
+    def write(event: ProgressEvent) -> None:
+        end = "\n" if event.done >= event.total else ""
+        stream.write(f"\r  {event.line()}\033[K{end}")
+        stream.flush()
+
+    return write
+
+
 def index_and_report(settings: Settings, datasource_ids: list[str], verbosity: int = 0) -> int:
     """Index, print one line per datasource, and return the exit status (shared with ``demo``)."""
     instance = prepare_instance(settings)
     try:
-        results = run_index(settings, datasource_ids, instance=instance, log_level=dagster_log_level(verbosity),
-                            progress=terminal_progress())
+        with progress_to(terminal_counts()):
+            results = run_index(settings, datasource_ids, instance=instance,
+                                log_level=dagster_log_level(verbosity), progress=terminal_progress())
     finally:
         instance.dispose()
     if not results:

@@ -200,6 +200,7 @@ def chroma_collection(
         checked = steps.build_checked_chunks(snapshot)
         evaluation = _evaluation(datasources, ds)  # read before writing: a broken file writes nothing
         vectors = vector_store.get_store(embeddings.get_service())
+        gated = steps.quality_gate(store, embeddings.get_service(), checked, evaluation)
         published = steps.publish(store, vectors, snapshot, checked, retention=vector_store.retention(),
                                   approved_hash=_approved_chunk_hash(context))
     except Nl2SqlError as exc:
@@ -208,8 +209,8 @@ def chroma_collection(
     # the process's counters (all runs of this process): what an operator graphs across runs
     metadata["vector_store_metrics"] = dg.MetadataValue.json(vector_store.metrics.as_dict())
     log_index_status(context, store, vectors, ds)  # index_status: which version of each datasource is live now
-    report = None
-    if evaluation is not None and evaluation.questions:  # the gold questions, asked of the version just made live
+    report = gated  # under severity: block, asked before the version went live
+    if report is None and evaluation is not None and evaluation.questions:  # asked of the version just made live
         report = evaluate_version(store, vectors, embeddings.get_service(), ds, version, evaluation,
                                   tenant=snapshot.datasource.tenant)
         # also on the materialization, whose numeric metadata the UI plots across partitions

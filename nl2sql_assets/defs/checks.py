@@ -160,6 +160,6 @@ def retrieval_quality_result(report: EvaluationReport | None) -> dg.AssetCheckRe
     else:
         description = (f"{report.questions_passed}/{report.questions} questions found every gold table "
                        f"(table recall {report.table_recall:.2f}, minimum {report.min_table_recall:.2f})")
-    severity = dg.AssetCheckSeverity.ERROR if report.severity == "error" else dg.AssetCheckSeverity.WARN
+    severity = dg.AssetCheckSeverity.WARN if report.severity == "warn" else dg.AssetCheckSeverity.ERROR
     return dg.AssetCheckResult(asset_key=names.CHECK_ASSETS[name], check_name=name, passed=report.passed,
                                severity=severity, description=description, metadata=metadata)

@@ -24,6 +24,7 @@ from nl2sql_assets.indexing.embedding_provider import EmbeddingProvider, EmbedRe
 from nl2sql_assets.indexing.models import ModelIdentity
 from nl2sql_assets.indexing.onnx_minilm import LOCAL_MODEL_ALIASES, LOCAL_MODEL_NAME, OnnxMiniLMEmbedder
 from nl2sql_assets.indexing.openai_embeddings import DEFAULT_OPENAI_MODEL, OpenAIEmbedder
+from nl2sql_assets.progress import ProgressMeter
 
 if TYPE_CHECKING:
     from nl2sql_assets.config import Settings
@@ -110,9 +111,11 @@ class EmbeddingService:
             else:
                 vectors[position] = vector
         todo = list(missing)
+        meter = ProgressMeter("chunks embedded", len(todo))
         for start in range(0, len(todo), DOCUMENT_SLICE):
             part = todo[start:start + DOCUMENT_SLICE]
             computed = self._provider_embed(part)
+            meter.advance(len(part))
             if self.cache is not None:
                 self.cache.put_many(identity, part, computed)
             for text, vector in zip(part, computed):

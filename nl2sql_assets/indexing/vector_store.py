@@ -57,6 +57,7 @@ class VectorStore(Protocol):
     :class:`ChromaVectorStore`); callers depend on this seam, not on Chroma."""
 
     collection_name: str
+    embeddings: Embeddings
 
     @property
     def identity(self) -> ModelIdentity:

@@ -6,6 +6,8 @@ optionally the columns, a planner needs). After a version is made live, the
 and version, and scores what it sent against the gold names. The figures are recorded per
 partition, so a team sees retrieval quality version after version and, with
 ``severity: error``, a version whose retrieval got worse fails its check with ERROR severity.
+With ``severity: block`` the questions are asked *before* the version goes live
+(:func:`gate_version`, on a scratch copy of its index) and a failing version is never made live.
 
 Plain Python (no Dagster): :func:`evaluate_retrieval` takes anything with ``retrieve_batch``,
 so the scoring is testable without stores, and :func:`evaluate_version` wires the real
@@ -15,15 +17,18 @@ so the scoring is testable without stores, and :func:`evaluate_version` wires th
 from __future__ import annotations
 
 import logging
+import tempfile
 from collections.abc import Sequence
 from time import perf_counter
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from nl2sql_assets.config import EvaluationConfig, EvaluationQuestion
+from nl2sql_assets.config import EvaluationConfig, EvaluationQuestion, Settings
+from nl2sql_assets.errors import QualityGateError
 from nl2sql_assets.indexing.embeddings import Embeddings
-from nl2sql_assets.indexing.vector_store import VectorStore
+from nl2sql_assets.indexing.models import ChunkSet
+from nl2sql_assets.indexing.vector_store import VectorStore, build_vector_store
 from nl2sql_assets.retrieval.models import RetrievalRequest, RetrievalResult, RetrievedTable
 from nl2sql_assets.retrieval.retriever import SchemaRetriever
 from nl2sql_assets.schema.protocol import SchemaStore
@@ -75,7 +80,7 @@ class EvaluationReport(BaseModel):
 
     datasource_id: str
     schema_version: str
-    severity: Literal["warn", "error"]
+    severity: Literal["warn", "error", "block"]
     min_table_recall: float
     min_column_recall: float | None
     questions: int
@@ -215,3 +220,39 @@ def evaluate_version(store: SchemaStore, vectors: VectorStore, embeddings: Embed
         log.warning("retriever for %s@%s unavailable: %s", datasource_id, schema_version, exc)
         return summarize(datasource_id, schema_version, config, [], error=f"{type(exc).__name__}: {exc}")
     return evaluate_retrieval(retriever, datasource_id, schema_version, config, tenant=tenant)
+
+
+def gate_version(store: SchemaStore, embeddings: Embeddings, chunk_set: ChunkSet,
+                 config: EvaluationConfig) -> EvaluationReport:
+    """The gold questions asked of a version *before* it goes live, on a scratch copy of its index.
+
+    ``severity: block`` must keep a version whose retrieval got worse from ever serving, so the
+    questions cannot be asked of the real store (readers would see the version). The scratch
+    store is a real Chroma in a temporary folder, filled from the embedding cache; the schema
+    store already holds the version (it is registered before publishing).
+    """
+    ds, version = chunk_set.datasource_id, chunk_set.schema_version
+    with tempfile.TemporaryDirectory(prefix="nl2sql-gate-") as scratch_home:
+        scratch = build_vector_store(Settings.of(home=scratch_home), embeddings, collection_name="quality_gate")
+        try:
+            scratch.refresh_schema_chunks(ds, version, chunk_set.chunks, tenant_id=chunk_set.tenant_id,
+                                          keep_versions=[])
+            return evaluate_version(store, scratch, embeddings, ds, version, config, tenant=chunk_set.tenant_id)
+        finally:
+            scratch.close()
+
+
+def require_quality(report: EvaluationReport) -> None:
+    """Raise :class:`QualityGateError` for a failed gate report, with the figures that failed it."""
+    if report.passed:
+        return
+    if report.error is not None:
+        reason = f"the gold questions could not be asked ({report.error})"
+    else:
+        reason = (f"{report.questions_passed}/{report.questions} gold questions found every table "
+                  f"(table recall {report.table_recall:.0%}, minimum {report.min_table_recall:.0%})")
+        if report.min_column_recall is not None and report.column_recall is not None:
+            reason += f", column recall {report.column_recall:.0%} (minimum {report.min_column_recall:.0%})"
+    raise QualityGateError(report.datasource_id, report.schema_version,
+                           f"retrieval quality gate (severity: block): {reason}; the version was not made "
+                           "live and the previous live version keeps serving")

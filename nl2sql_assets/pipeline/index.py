@@ -18,7 +18,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from nl2sql_assets.config import DatasourceConfig
 from nl2sql_assets.indexing.models import RefreshReport
 from nl2sql_assets.indexing.vector_store import VectorStore
-from nl2sql_assets.pipeline.steps import LLMFactory, build_checked_chunks, capture_snapshot, enrich, publish
+from nl2sql_assets.pipeline.steps import (
+    LLMFactory,
+    build_checked_chunks,
+    capture_snapshot,
+    enrich,
+    publish,
+    quality_gate,
+)
 from nl2sql_assets.schema.protocol import SchemaStore
 
 log = logging.getLogger(__name__)
@@ -84,6 +91,7 @@ def index_datasource(config: DatasourceConfig, store: SchemaStore, vectors: Vect
     t = perf_counter()
     checked = build_checked_chunks(snapshot)
     timings["chunk"] = _ms(perf_counter() - t)
+    quality_gate(store, vectors.embeddings, checked, config.evaluation)
     t = perf_counter()
     published = publish(store, vectors, snapshot, checked, retention=retention)
     timings["refresh"] = _ms(published.report.seconds)

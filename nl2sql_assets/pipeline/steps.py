@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from nl2sql_assets.adapters import open_adapter
-from nl2sql_assets.config import DatasourceConfig
+from nl2sql_assets.config import DatasourceConfig, EvaluationConfig
 from nl2sql_assets.errors import (
     PersonalDataInSnapshotError,
     RedundantVersionError,
@@ -30,9 +30,11 @@ from nl2sql_assets.errors import (
     UnobservedVersionError,
 )
 from nl2sql_assets.indexing.chunk_builder import build_chunks
+from nl2sql_assets.indexing.embeddings import Embeddings
 from nl2sql_assets.indexing.enrichment import ChatClient, EnrichmentRecord, enrich_schema_snapshot
 from nl2sql_assets.indexing.models import ChunkSet, ModelIdentity, RefreshReport
 from nl2sql_assets.indexing.vector_store import VectorStore
+from nl2sql_assets.pipeline.evaluation import EvaluationReport, gate_version, require_quality
 from nl2sql_assets.pipeline.keys import fingerprint_prefix
 from nl2sql_assets.pipeline.verify import (
     CoverageReport,
@@ -213,6 +215,20 @@ def build_checked_chunks(snapshot: SchemaSnapshot) -> ChunkOutcome:
     return ChunkOutcome(chunk_set=chunk_set, coverage=chunk_coverage(snapshot, chunk_set),
                         pii=pii_findings(snapshot, chunk_set), chunk_set_hash=chunk_set_hash(chunk_set),
                         seconds=perf_counter() - started)
+
+
+def quality_gate(store: SchemaStore, embeddings: Embeddings, checked: ChunkOutcome,
+                 evaluation: EvaluationConfig | None) -> EvaluationReport | None:
+    """Under ``evaluation.severity: block``, the gold questions asked before publishing; None otherwise.
+
+    Raises:
+        QualityGateError: the version misses the thresholds (nothing was written).
+    """
+    if evaluation is None or evaluation.severity != "block" or not evaluation.questions or not checked.ok:
+        return None  # a refused chunk set is publish's to report
+    report = gate_version(store, embeddings, checked.chunk_set, evaluation)
+    require_quality(report)
+    return report
 
 
 def versions_to_keep(store: SchemaStore, datasource_id: str, schema_version: str, retention: int) -> list[str]:

@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 
 from nl2sql_assets.pipeline.names import CHROMA_COLLECTION, RETRIEVAL_QUALITY
-from tests.dagster.conftest import HashEmbeddingService, HashEmbeddingsResource, make_shop_db, write_datasources
+from tests.dagster.conftest import (
+    HashEmbeddingService,
+    HashEmbeddingsResource,
+    make_shop_db,
+    run_sql,
+    write_datasources,
+)
 from tests.dagster.helpers import apply_sensor_result, execute, failure_text, latest_metadata, tick
 
 CHECK_KEY = dg.AssetCheckKey(dg.AssetKey(CHROMA_COLLECTION), RETRIEVAL_QUALITY)
@@ -161,3 +167,36 @@ def test_the_demo_questions_pass_with_the_real_model(nl2sql_home: Path, dagster_
         assert 4 <= meta["questions"] <= 6 and meta["table_recall"] == 1.0 and meta["column_recall"] == 1.0, meta
     assert found["support"][0].severity == dg.AssetCheckSeverity.ERROR  # the demo shows both severities
     assert found["commerce"][0].severity == dg.AssetCheckSeverity.WARN
+
+
+def test_a_blocking_gate_keeps_a_worse_version_from_going_live(shop_home: Path, instance: dg.DagsterInstance) -> None:
+    """``severity: block``: the questions are asked before the version goes live; a version that
+    loses a gold table fails its run and the previous version keeps serving."""
+    from nl2sql_assets.config import Settings
+    from nl2sql_assets.indexing.vector_store import build_vector_store
+
+    url = make_shop_db(shop_home / "data" / "gated.db")
+    write_datasources(shop_home / "datasources.yaml", [
+        {"id": "gated", "url": url, "evaluation": {"severity": "block", "min_table_recall": 1.0,
+                                                   "questions": GOOD_QUESTIONS}},
+    ])
+    (first,) = _index_everything(instance).values()
+    assert first.success, failure_text(first)
+    v1 = first.dagster_run.tags["dagster/partition"].split("@")[1]
+    gate = _evaluation(first)
+    assert gate.passed and gate.severity == dg.AssetCheckSeverity.ERROR and _values(gate)["questions"] == 3
+
+    run_sql(url, "DROP TABLE products")  # a gold table disappears: a new structure, and a worse one
+    (second,) = _index_everything(instance).values()
+    assert not second.success
+    text = failure_text(second)
+    assert "retrieval quality gate (severity: block)" in text and "2/3 gold questions" in text, text
+    assert "previous live version keeps serving" in text, text
+    v2 = second.dagster_run.tags["dagster/partition"].split("@")[1]
+    assert v2 != v1
+    vectors = build_vector_store(Settings.from_env(), QueryingHashService(64))
+    try:
+        assert vectors.live_version("gated") == v1  # never saw v2
+        assert vectors.list_ids("gated", v2) == set()
+    finally:
+        vectors.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import sqlite3
 import subprocess
 import sys
@@ -143,11 +144,11 @@ def test_failed_datasource_is_reported_once_and_piped_output_shows_no_progress(
     assert verbose.returncode == 1 and "STEP_FAILURE" in verbose.stderr  # -v shows Dagster's log
 
 
-@pytest.mark.slow
-def test_index_shows_progress_on_a_terminal(failing_index_home: dict[str, str]) -> None:
+def _terminal_stderr(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    """Run with stderr a terminal (a pty): status, stdout, and what the terminal showed."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([str(SCRIPT), "index"], stdout=subprocess.PIPE, stderr=slave,
-                            env={**os.environ, **failing_index_home})
+    proc = subprocess.Popen([str(SCRIPT), *args], stdout=subprocess.PIPE, stderr=slave,
+                            env={**os.environ, **env})
     os.close(slave)
     chunks: list[bytes] = []
     while True:
@@ -161,11 +162,40 @@ def test_index_shows_progress_on_a_terminal(failing_index_home: dict[str, str]) 
     os.close(master)
     assert proc.stdout is not None
     out = proc.stdout.read().decode()
-    assert proc.wait(timeout=600) == 1
-    err = b"".join(chunks).decode("utf-8", "replace")
+    return proc.wait(timeout=600), out, b"".join(chunks).decode("utf-8", "replace")
+
+
+@pytest.mark.slow
+def test_index_shows_progress_on_a_terminal(failing_index_home: dict[str, str]) -> None:
+    status, out, err = _terminal_stderr(["index"], failing_index_home)
+    assert status == 1
     assert "checking 1 datasource(s) for drift" in err, err
     assert "[1/1] notes: indexing " in err and "[1/1] notes: failed in " in err, err
+    assert "1/1 tables introspected" in err, err
     assert "[1/1]" not in out
+
+
+@pytest.mark.slow
+def test_index_counts_tables_and_chunks_on_a_terminal_only(nl2sql_home: Path) -> None:
+    path = nl2sql_home / "shop.db"
+    with sqlite3.connect(path) as conn:
+        for name in ("customers", "orders", "products"):
+            conn.execute(f"CREATE TABLE {name} ({name[:-1]}_id INTEGER PRIMARY KEY, label TEXT)")
+    (nl2sql_home / "datasources.yaml").write_text(f"datasources:\n  - id: shop\n    url: sqlite:///{path}\n",
+                                                  encoding="utf-8")
+    env = {"NL2SQL_HOME": str(nl2sql_home)}
+    status, out, err = _terminal_stderr(["index"], env)
+    assert status == 0, err
+    assert "3/3 tables introspected" in err, err
+    embedded = re.findall(r"(\d+)/(\d+) chunks embedded", err)
+    assert embedded and embedded[-1][0] == embedded[-1][1] and int(embedded[-1][1]) >= 9, err
+    assert "tables introspected" not in out and "chunks embedded" not in out
+
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE payments (payment_id INTEGER PRIMARY KEY, amount REAL)")
+    piped = cli("index", env=env)
+    assert piped.returncode == 0 and "shop: " in piped.stdout, piped.stderr
+    assert "introspected" not in piped.stderr and "embedded" not in piped.stderr, piped.stderr
 
 
 # ------------------------------------------------------------------ 6. unknown fields
