@@ -325,7 +325,7 @@ MALFORMED_EVALUATION = {
     "unknown question field": ("      questions:\n        - {question: q, tables: [t], gold: [t]}\n",
                                "evaluation.questions.0.gold",
                                ["unknown field (allowed: question, tables, columns)"]),
-    "bad severity": ("      severity: fatal\n", "evaluation.severity", ["'warn' or 'error'"]),
+    "bad severity": ("      severity: fatal\n", "evaluation.severity", ["'warn', 'error' or 'block'"]),
     "threshold above 1": ("      min_table_recall: 80\n", "evaluation.min_table_recall", ["less than or equal to 1"]),
     "empty question": ("      questions:\n        - {question: '', tables: [t]}\n",
                        "evaluation.questions.0.question", ["at least 1 character"]),
