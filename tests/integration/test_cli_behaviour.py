@@ -10,6 +10,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,13 +19,9 @@ from nl2sql_assets.config import Settings
 from nl2sql_assets.demo import create_demo
 from tests.chunk_samples import model_provider  # noqa: F401 - fixture
 from tests.integration.test_retriever import demo_settings  # noqa: F401 - fixture
+from tests.openai_fake import FakeOpenAI
 
 SCRIPT = Path(sys.executable).parent / "nl2sql-assets"
-#: an OpenAI endpoint nobody listens on: the embedding step of every run fails (after retries)
-_DEAD_OPENAI = {"EMBEDDING_PROVIDER": "openai", "OPENAI_API_KEY": "sk-test-not-a-key",
-                "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
-
-
 def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
@@ -45,14 +42,17 @@ def indexed_env(demo_settings: Settings) -> dict[str, str]:  # noqa: F811
 
 
 @pytest.fixture
-def failing_index_home(nl2sql_home: Path) -> dict[str, str]:
-    """A home with one small SQLite datasource whose index run fails in its embedding step."""
+def failing_index_home(nl2sql_home: Path) -> Iterator[dict[str, str]]:
+    """A home with one small SQLite datasource whose index run fails in its embedding step: the
+    OpenAI endpoint (a local fake) refuses the key, which is not retried, so the run fails at once."""
     path = nl2sql_home / "notes.db"
     with sqlite3.connect(path) as conn:
         conn.execute("CREATE TABLE notes (note_id INTEGER PRIMARY KEY, body TEXT)")
     (nl2sql_home / "datasources.yaml").write_text(f"datasources:\n  - id: notes\n    url: sqlite:///{path}\n",
                                                   encoding="utf-8")
-    return {"NL2SQL_HOME": str(nl2sql_home), **_DEAD_OPENAI}
+    with FakeOpenAI("unauthorized") as server:
+        yield {"NL2SQL_HOME": str(nl2sql_home), "EMBEDDING_PROVIDER": "openai",
+               "OPENAI_API_KEY": "sk-test-not-a-key", "OPENAI_BASE_URL": server.base_url}
 
 
 def _closed_reader(args: list[str], env: dict[str, str]) -> tuple[int, str]:
