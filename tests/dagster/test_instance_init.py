@@ -22,7 +22,7 @@ from tests.dagster.conftest import make_shop_db, write_datasources
 
 pytestmark = pytest.mark.slow
 CLI = str(Path(sys.executable).with_name("nl2sql-assets"))
-TRIALS = 4
+TRIALS = 2
 
 
 def _home(root: Path) -> tuple[Path, dict[str, str]]:
