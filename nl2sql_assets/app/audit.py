@@ -3,7 +3,9 @@
 What ``nl2sql-assets audit`` prints: the live version, the version history (schema store,
 vector store, Dagster partitions), the run and time of each asset of the live version, chunk
 counts, the embedding model, and whether Chroma holds exactly the chunks the SchemaStore's
-snapshot implies. Problems (disagreements) make the audit fail; warnings do not. Each version's
+snapshot implies: the live version and every other retained version (their records are shared,
+``indexing.refresh_plan``), and that no record is orphaned (used by no retained version).
+Problems (disagreements) make the audit fail; warnings do not. Each version's
 state (live, pending, retained, evicted, never indexed) is decided by the same function as the
 UI's ``index_status`` (:func:`nl2sql_assets.defs.status.version_state`).
 """
@@ -212,8 +214,9 @@ def _audit_one(ds: str, store: SchemaStore, vectors: VectorStore, state: IndexSt
             missing = [r.asset for r in lineage if r.run_id is None]
             warnings.append(f"no materialization of {', '.join(missing)} for {key}")
 
-    versions: dict[str, VersionEntry] = {}
     store_versions = {v.schema_version for v in stored}
+    _check_records(ds, store, vectors, state, store_versions, problems, warnings)
+    versions: dict[str, VersionEntry] = {}
     row = datasource_versions(ds, store_versions=store_versions, live=live, partition_versions=partition_versions,
                               registered_versions=registered.get(ds, ()))  # the same states as the UI's index_status
     for version, version_state in row.states.items():
@@ -233,6 +236,42 @@ def _audit_one(ds: str, store: SchemaStore, vectors: VectorStore, state: IndexSt
         embedding_model=state.model_key if state is not None else None,
         problems=problems, warnings=warnings,
     )
+
+
+def _check_records(ds: str, store: SchemaStore, vectors: VectorStore, state: IndexState | None,
+                   store_versions: set[str], problems: list[str], warnings: list[str]) -> None:
+    """Every retained version other than the live one holds exactly its snapshot's chunks (ids and
+    content); no record is orphaned. The live version is checked by the caller."""
+    retained: dict[str, int] = getattr(state, "versions", {}) if state is not None else {}
+    for version in sorted(v for v in retained if v != state.live_version):  # type: ignore[union-attr]
+        if version not in store_versions:
+            problems.append(f"version {version}: retained in the vector store, unknown to the schema store")
+            continue
+        expected = {c.id: c.content_hash for c in build_chunks(store.get_snapshot(ds, version)).chunks}
+        present = {c.id: c.metadata.get("content_hash") for c in vectors.get_chunks(ds, version)}
+        comparison = compare_ids(expected, present)
+        if comparison.missing:
+            problems.append(f"version {version}: {len(comparison.missing)} chunk(s) missing from the vector "
+                            "store, e.g. " + ", ".join(comparison.missing[:MAX_IDS_SHOWN]))
+        if comparison.unexpected:
+            problems.append(f"version {version}: {len(comparison.unexpected)} unexpected chunk(s) in the vector "
+                            "store, e.g. " + ", ".join(comparison.unexpected[:MAX_IDS_SHOWN]))
+        differ = sorted(cid for cid, h in expected.items() if cid in present and present[cid] != h)
+        if differ:
+            problems.append(f"version {version}: {len(differ)} chunk(s) differ from what the snapshot implies, "
+                            "e.g. " + ", ".join(differ[:MAX_IDS_SHOWN]))
+    if state is None:
+        return
+    check = vectors.check_records(ds)
+    if check.legacy:
+        warnings.append("the vector store holds the previous record layout (one record per chunk and version); "
+                        "the next index migrates it")
+    if check.orphaned:
+        problems.append(f"{len(check.orphaned)} orphaned record(s) in the vector store that no retained version "
+                        "uses, e.g. " + ", ".join(check.orphaned[:MAX_IDS_SHOWN]))
+    if check.leftovers:
+        warnings.append(f"{len(check.leftovers)} record(s) of a refresh in flight or interrupted (invisible to "
+                        "readers; the next refresh removes them)")
 
 
 def format_audit(report: AuditReport) -> str:

@@ -1,18 +1,22 @@
 """What the store asks Chroma and how it reads the answers: where-filters, record conversion, MMR.
 
 Pure (no Chroma import): filters are plain dicts in Chroma's ``where`` syntax, so the scoping
-rules (generations, tenants, versions) are testable without a database.
+rules (generations, tenants, versions) are testable without a database. Records of the shared
+layout are named on reading: a record holds a chunk template, and the hit is the chunk of the
+version searched.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
-from nl2sql_assets.indexing.models import IndexState, MetadataValue, SearchFilter, SearchHit, StoredChunk
-from nl2sql_assets.indexing.refresh_plan import INTERNAL_KEYS
+from nl2sql_assets.indexing.models import MetadataValue, SearchFilter, SearchHit, StoredChunk
+from nl2sql_assets.indexing.refresh_plan import INTERNAL_KEYS, ManifestState, chunk_id_for, template_of_record
 
 #: Query vectors x results per ``collection.query`` call at most. Chroma reads a query's hits back
 #: in one SQLite statement with a variable per hit, and SQLite refuses more than 32,766
@@ -38,25 +42,60 @@ def visible_at(generation: int) -> list[Where]:
     return [{"valid_from": {"$lte": generation}}, {"valid_to": {"$gt": generation}}]
 
 
-def visible_where(datasource_id: str, state: IndexState, schema_version: str | None) -> Where:
-    """The datasource's visible records, of one version or every kept version."""
-    parts: list[Where] = [{"datasource_id": datasource_id}]
+def version_clause(datasource_id: str, state: ManifestState, schema_version: str) -> Where | None:
+    """The records of one version: a generation range (shared layout) or, for a store of the
+    previous layout, its ``schema_version`` at the head generation; None when it is not retained."""
+    if state.legacy:
+        return all_of([{"datasource_id": datasource_id}, {"schema_version": schema_version},
+                       *visible_at(state.generation)])
+    generation = state.generation_of(schema_version)
+    return None if generation is None else all_of([{"datasource_id": datasource_id}, *visible_at(generation)])
+
+
+def visible_where(datasource_id: str, state: ManifestState, schema_version: str | None) -> Where | None:
+    """The datasource's records of one version, or of every retained version; None when there are none."""
     if schema_version is not None:
-        parts.append({"schema_version": schema_version})
-    return all_of(parts + visible_at(state.generation))
+        return version_clause(datasource_id, state, schema_version)
+    if state.legacy:
+        return all_of([{"datasource_id": datasource_id}, *visible_at(state.generation)])
+    clauses = [all_of(visible_at(g)) for g in sorted(set(state.versions.values()))]
+    return all_of([{"datasource_id": datasource_id}, any_of(clauses)]) if clauses else None
 
 
-def search_scope(states: Mapping[str, IndexState], where: SearchFilter) -> Where | None:
+class Scope(BaseModel):
+    """A search's Chroma filter and the version searched per datasource (to name the hits)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    where: dict[str, Any]
+    versions: dict[str, str]
+    shared: frozenset[str]
+    """Datasources stored in the shared layout (their record ids are content addresses)."""
+
+    def chunk_id(self, storage_id: str) -> str:
+        """The chunk id a hit's record stands for in the version searched."""
+        template = template_of_record(storage_id)
+        if template is None:
+            return storage_id
+        ds = template.split(":", 1)[0]
+        version = self.versions.get(ds)
+        return chunk_id_for(template, ds, version) if version and ds in self.shared else template
+
+
+def search_scope(states: Mapping[str, ManifestState], where: SearchFilter) -> Scope | None:
     """The Chroma filter for ``where`` given the datasources' states; None when nothing can match."""
     clauses: list[Where] = []
+    versions: dict[str, str] = {}
     for ds in sorted(states):
         state = states[ds]
         if where.tenant_id is not None and state.tenant_id != where.tenant_id:
             continue
         version = where.versions.get(ds) or state.live_version
-        if not version:
+        clause = version_clause(ds, state, version) if version else None
+        if clause is None:
             continue
-        clauses.append(all_of([{"datasource_id": ds}, {"schema_version": version}, *visible_at(state.generation)]))
+        clauses.append(clause)
+        versions[ds] = str(version)
     if not clauses:
         return None
     parts = [any_of(clauses)]
@@ -71,28 +110,40 @@ def search_scope(states: Mapping[str, IndexState], where: SearchFilter) -> Where
             return None
         tables = list(where.tables)
         parts.append({"$or": [{"table": {"$in": tables}}, {"ref_table": {"$in": tables}}]})
-    return all_of(parts)
+    shared = frozenset(ds for ds in versions if not states[ds].legacy)
+    return Scope(where=all_of(parts), versions=versions, shared=shared)
 
 
-def stored_fields(sid: str, meta: Mapping[str, MetadataValue] | None, doc: str | None) -> dict[str, object]:
-    """The fields of a :class:`StoredChunk` from a record, without the store's internal keys."""
+def stored_fields(sid: str, meta: Mapping[str, MetadataValue] | None, doc: str | None,
+                  version: str | None = None) -> dict[str, object]:
+    """The fields of a :class:`StoredChunk` from a record, without the store's internal keys.
+
+    A shared record is named as the chunk of ``version`` (the version read)."""
     m = dict(meta or {})
     chunk_id = str(m.get("chunk_id", sid))
+    template = m.get("chunk_key")
+    ds = str(m.get("datasource_id", ""))
+    if template is not None and version is not None:
+        chunk_id = chunk_id_for(str(template), ds, version)
+        m["schema_version"] = version
     for key in INTERNAL_KEYS:
         m.pop(key, None)
-    return {"id": chunk_id, "chunk_type": m.get("chunk_type"), "datasource_id": str(m.get("datasource_id", "")),
+    return {"id": chunk_id, "chunk_type": m.get("chunk_type"), "datasource_id": ds,
             "schema_version": str(m.get("schema_version", "")), "document": doc or "", "metadata": m}
 
 
-def stored_chunk(sid: str, meta: Mapping[str, MetadataValue] | None, doc: str | None) -> StoredChunk:
-    """A record as a :class:`StoredChunk`."""
-    return StoredChunk(**stored_fields(sid, meta, doc))  # type: ignore[arg-type]
+def stored_chunk(sid: str, meta: Mapping[str, MetadataValue] | None, doc: str | None,
+                 version: str | None = None) -> StoredChunk:
+    """A record as a :class:`StoredChunk` of ``version``."""
+    return StoredChunk(**stored_fields(sid, meta, doc, version))  # type: ignore[arg-type]
 
 
-def search_hit(sid: str, meta: Mapping[str, MetadataValue] | None, doc: str | None, score: float) -> SearchHit:
+def search_hit(sid: str, meta: Mapping[str, MetadataValue] | None, doc: str | None, score: float,
+               versions: Mapping[str, str] | None = None) -> SearchHit:
     """A record and its similarity as a :class:`SearchHit` (a non-finite score becomes 0)."""
+    version = (versions or {}).get(str((meta or {}).get("datasource_id", "")))
     # validated once: a search builds a hit for every chunk of every query text
-    return SearchHit(**stored_fields(sid, meta, doc),  # type: ignore[arg-type]
+    return SearchHit(**stored_fields(sid, meta, doc, version),  # type: ignore[arg-type]
                      score=score if math.isfinite(score) else 0.0)
 
 

@@ -1,9 +1,10 @@
 """Executing a :class:`~nl2sql_assets.indexing.refresh_plan.RefreshPlan` against Chroma.
 
 The plan says what to do; this module does it in the order that keeps readers safe: remove
-leftovers, write, retire, flip the manifest, then delete. Anything failing before the flip is
-rolled back (best effort) and re-raised, so the previous set keeps serving. Vectors of texts
-already stored are copied from their records instead of being embedded again.
+leftovers, write, retire, flip the manifest, then delete the records no retained version uses.
+Anything failing before the flip is rolled back (best effort) and re-raised, so the previous set
+keeps serving. Vectors of texts already stored are copied from their records instead of being
+embedded again. :func:`planning_records` reads what the planner needs, by id where it can.
 """
 
 from __future__ import annotations
@@ -15,15 +16,64 @@ import numpy as np
 
 from nl2sql_assets.errors import EmbeddingDimensionMismatchError, VectorStoreError
 from nl2sql_assets.indexing.chroma_connection import ChromaConnection
-from nl2sql_assets.indexing.chroma_queries import all_of
+from nl2sql_assets.indexing.chroma_queries import all_of, visible_at
 from nl2sql_assets.indexing.embeddings import Embeddings
 from nl2sql_assets.indexing.manifest import GenerationManifest
-from nl2sql_assets.indexing.refresh_plan import OPEN_GENERATION, RefreshPlan, record_metadata
+from nl2sql_assets.indexing.refresh_plan import (
+    OPEN_GENERATION,
+    ManifestState,
+    RefreshPlan,
+    StoredRecord,
+    record_metadata,
+    template_of_record,
+)
 
 if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection
 
 log = logging.getLogger(__name__)
+
+
+def planning_records(conn: ChromaConnection, coll: Collection, datasource_id: str,
+                     state: ManifestState | None) -> list[StoredRecord]:
+    """What planning needs to know about the datasource's records.
+
+    A shared-layout datasource is read as ids only (a record's id holds its template and content
+    address; a few id-only queries tell its generations), which skips reading every record's
+    metadata back (~0.5 ms a record: most of a small re-index). Each record gets the range that
+    reproduces what matters: whether it is a leftover, whether the head and each retained
+    generation see it, and whether an interrupted refresh retired it. A migration, or records
+    without a manifest, are read in full (with texts, whose vectors a migration copies).
+    """
+    ds = {"datasource_id": datasource_id}
+    if state is None or state.legacy:
+        ids, metas, docs, _ = conn.records(coll, ds, documents=state is not None)
+        docs = docs or [None] * len(ids)  # type: ignore[list-item]
+        return [StoredRecord.from_record(sid, meta, doc) for sid, meta, doc in zip(ids, metas, docs, strict=False)]
+    head = state.generation
+
+    def ids_where(*clauses: dict[str, object]) -> set[str]:
+        where = all_of([ds, *clauses])
+        return set(conn.call("read record ids", lambda: coll.get(where=where, include=[]))["ids"])
+
+    everything = ids_where()
+    leftovers = ids_where({"valid_from": {"$gt": head}})
+    seen_at = {g: ids_where(*visible_at(g)) for g in sorted({*state.versions.values(), head})}
+    reopen = ids_where(*visible_at(head), {"valid_to": {"$lt": OPEN_GENERATION}})
+    records = []
+    for sid in sorted(everything):
+        gens = [g for g, seen in seen_at.items() if sid in seen]
+        if sid in leftovers:
+            valid_from, valid_to = head + 1, OPEN_GENERATION
+        elif not gens:
+            valid_from, valid_to = 0, 0  # no generation sees it: an orphan
+        elif sid in seen_at[head]:
+            valid_from, valid_to = gens[0], head + 1 if sid in reopen else OPEN_GENERATION
+        else:
+            valid_from, valid_to = gens[0], gens[-1] + 1
+        records.append(StoredRecord(storage_id=sid, chunk_id=sid, schema_version="", template=template_of_record(sid),
+                                    valid_from=valid_from, valid_to=valid_to))
+    return records
 
 
 class PlanExecutor:
@@ -85,7 +135,7 @@ class PlanExecutor:
                 vectors, counts = self._vectors_for(coll, texts, plan.reuse)
                 embedded, from_cache, reused = embedded + counts[0], from_cache + counts[1], reused + counts[2]
                 ids = [w.storage_id for w in batch]
-                metas = [record_metadata(w.chunk, gen) for w in batch]
+                metas = [record_metadata(w.chunk, gen, w.template) for w in batch]
                 wrote_any = True
                 self.conn.call("write chunks", lambda i=ids, v=vectors, m=metas, t=texts: coll.upsert(  # type: ignore[misc]
                     ids=i, embeddings=v, metadatas=m, documents=t))

@@ -16,8 +16,11 @@ the configured embeddings raises ``EmbeddingDimensionMismatchError`` (a re-index
 pointer, id and chunk reads still work, for audits. A refresh with the new model recreates
 the collection and its manifest, so every datasource must be re-indexed.
 
-Vectors of unchanged texts are reused from the store (``reused`` in the report) before the
-embedding service is asked, whose own cache then covers texts seen in earlier runs.
+Records are shared between versions (``refresh_plan``): a refresh writes and embeds only the
+chunks whose content changed; the rest stay the records earlier versions wrote. Vectors of
+texts the store already holds (content that came back, a migration from the previous layout)
+are copied (``reused`` in the report) before the embedding service is asked, whose own cache
+covers texts seen in earlier runs.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from nl2sql_assets.indexing.breaker import CircuitBreaker
 from nl2sql_assets.indexing.chroma_connection import DEFAULT_COLLECTION, ChromaConnection, StoreFiles, identity_of
 from nl2sql_assets.indexing.chroma_queries import (
     MAX_HITS_PER_QUERY_CALL,
+    Scope,
     all_of,
     mmr_order,
     search_hit,
@@ -42,12 +46,11 @@ from nl2sql_assets.indexing.chroma_queries import (
     stored_chunk,
     visible_where,
 )
-from nl2sql_assets.indexing.chroma_refresh import PlanExecutor
+from nl2sql_assets.indexing.chroma_refresh import PlanExecutor, planning_records
 from nl2sql_assets.indexing.embeddings import Embeddings
 from nl2sql_assets.indexing.manifest import GenerationManifest
 from nl2sql_assets.indexing.models import (
     ChunkScore,
-    IndexState,
     ModelIdentity,
     RefreshReport,
     SchemaChunk,
@@ -55,7 +58,17 @@ from nl2sql_assets.indexing.models import (
     SearchHit,
     StoredChunk,
 )
-from nl2sql_assets.indexing.refresh_plan import StoredRecord, check_chunks, plan_refresh
+from nl2sql_assets.indexing.refresh_plan import (
+    ManifestState,
+    RecordCheck,
+    StoredRecord,
+    check_chunks,
+    check_records,
+    chunk_id_for,
+    plan_refresh,
+    template_of_record,
+    unused_records,
+)
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -67,8 +80,8 @@ log = logging.getLogger(__name__)
 
 R = TypeVar("R")
 BREAKER_NAME = "vector_store"
-#: Turns one query's part of a Chroma answer into results: (query vector, answer, query index).
-Convert = Callable[[np.ndarray, dict[str, Any], int], list[R]]
+#: Turns one query's part of a Chroma answer into results: (query vector, answer, query index, scope).
+Convert = Callable[[np.ndarray, dict[str, Any], int, Scope], list[R]]
 
 
 class ChromaVectorStore:
@@ -125,7 +138,7 @@ class ChromaVectorStore:
 
     # ------------------------------------------------------------------ manifest
 
-    def index_state(self, datasource_id: str) -> IndexState | None:
+    def index_state(self, datasource_id: str) -> ManifestState | None:
         """The datasource's pointer record (live version, generation, counts, digest).
 
         Pointer, id and chunk reads work whatever model made the vectors (audits need them);
@@ -137,7 +150,7 @@ class ChromaVectorStore:
         """
         return self._manifest.get(datasource_id)
 
-    def index_states(self, tenant_id: str | None = None) -> dict[str, IndexState]:
+    def index_states(self, tenant_id: str | None = None) -> dict[str, ManifestState]:
         """Every datasource's pointer record, optionally only one tenant's."""
         return {ds: s for ds, s in sorted(self._manifest.read().items())
                 if tenant_id is None or s.tenant_id == tenant_id}
@@ -199,10 +212,15 @@ class ChromaVectorStore:
         coll = self._conn.write_collection()
         self._conn.manifest_collection(create=True)
         state = self._manifest.get(datasource_id)
-        ids, metas, docs, _ = self._conn.records(coll, {"datasource_id": datasource_id}, documents=True)
+        records = planning_records(self._conn, coll, datasource_id, state)
+        if state is not None and state.legacy:
+            log.warning("datasource %s: the vector store holds the previous layout (one record per chunk and "
+                        "version, %d records); migrating it to shared records by re-indexing %s. Version %s "
+                        "keeps serving until the new generation is complete; older retained versions of the "
+                        "previous layout are not carried over", datasource_id, len(records), schema_version,
+                        state.live_version or "(none)")
         plan = plan_refresh(
-            [StoredRecord.from_record(sid, meta, doc) for sid, meta, doc in zip(ids, metas, docs, strict=False)],
-            chunks, datasource_id=datasource_id, schema_version=schema_version, tenant_id=tenant_id, state=state,
+            records, chunks, datasource_id=datasource_id, schema_version=schema_version, tenant_id=tenant_id, state=state,
             keep_versions=keep_versions, make_live=make_live, model_key=self.identity.key,
             updated_at=datetime.now(UTC).isoformat(timespec="seconds"))
         executor = PlanExecutor(self._conn, self._manifest, self.embeddings, write_batch_size=self.write_batch_size)
@@ -264,12 +282,12 @@ class ChromaVectorStore:
         n = max(k, fetch_k if fetch_k is not None else 4 * k) if mmr else k
         include = (["documents"] if documents else []) + ["metadatas", "distances"] + (["embeddings"] if mmr else [])
 
-        def hits_of(vector: np.ndarray, res: dict[str, Any], qi: int) -> list[SearchHit]:
+        def hits_of(vector: np.ndarray, res: dict[str, Any], qi: int, scope: Scope) -> list[SearchHit]:
             ids = res["ids"][qi]
             metas = (res["metadatas"] or [[]])[qi]
             docs = (res["documents"] or [[]])[qi] if documents else [None] * len(ids)
             dists = (res["distances"] or [[]])[qi]
-            hits = [search_hit(sid, meta, doc, 1.0 - float(dist))
+            hits = [search_hit(sid, meta, doc, 1.0 - float(dist), scope.versions)
                     for sid, meta, doc, dist in zip(ids, metas, docs, dists, strict=False)]
             if mmr and hits:
                 cand = np.asarray(res["embeddings"][qi], dtype=np.float32)
@@ -284,8 +302,8 @@ class ChromaVectorStore:
         without reading metadata back, which is most of what a Chroma query costs (about 17 -> 7 ms
         for 4 query texts x 30 hits on a 2-core machine). For callers that know the chunks already.
         """
-        def scores_of(vector: np.ndarray, res: dict[str, Any], qi: int) -> list[ChunkScore]:
-            found = [ChunkScore(record_id=sid, score=1.0 - float(dist))
+        def scores_of(vector: np.ndarray, res: dict[str, Any], qi: int, scope: Scope) -> list[ChunkScore]:
+            found = [ChunkScore(record_id=scope.chunk_id(sid), score=1.0 - float(dist))
                      for sid, dist in zip(res["ids"][qi], (res["distances"] or [[]])[qi], strict=False)]
             return sorted(found, key=lambda h: (-h.score, h.record_id))[:k]
 
@@ -331,15 +349,21 @@ class ChromaVectorStore:
         for start in range(0, len(vectors), per_call):
             part = vectors[start:start + per_call]
             res = self._conn.call("search", lambda part=part: coll.query(  # type: ignore[misc]
-                query_embeddings=part, n_results=n, where=scope, include=include))  # type: ignore[arg-type]
-            out.extend(convert(part[qi], res, qi) for qi in range(len(part)))  # type: ignore[arg-type]
+                query_embeddings=part, n_results=n, where=scope.where, include=include))  # type: ignore[arg-type]
+            out.extend(convert(part[qi], res, qi, scope) for qi in range(len(part)))  # type: ignore[arg-type]
         return out
 
     def _query_vectors(self, queries: Sequence[str | np.ndarray]) -> np.ndarray:
         dim = self.identity.dimension
+        texts = [q for q in queries if isinstance(q, str)]
+        many = getattr(self.embeddings, "embed_queries", None)  # one provider call (publish asks ~1 per table)
+        embedded = dict(zip(texts, many(texts), strict=True)) if len(texts) > 1 and many is not None else {}
         rows = []
         for q in queries:
-            vec = self.embeddings.embed_query(q) if isinstance(q, str) else np.asarray(q, dtype=np.float32)
+            if isinstance(q, str):
+                vec = embedded[q] if q in embedded else self.embeddings.embed_query(q)
+            else:
+                vec = np.asarray(q, dtype=np.float32)
             vec = np.asarray(vec, dtype=np.float32).ravel()
             if vec.shape != (dim,) or not np.all(np.isfinite(vec)):
                 raise ValueError(f"query vector must be {dim} finite floats ({self.identity.key}), "
@@ -349,39 +373,70 @@ class ChromaVectorStore:
 
     # ------------------------------------------------------------------ inspection and deletion
 
-    def _visible_where(self, datasource_id: str, schema_version: str | None) -> dict[str, object] | None:
-        state = self._manifest.get(datasource_id)
-        return None if state is None else visible_where(datasource_id, state, schema_version)
-
     def list_ids(self, datasource_id: str, schema_version: str | None = None) -> set[str]:
-        """Chunk ids readers can see for the datasource (one version, or every kept version)."""
-        coll = self._conn.any_collection()
-        where = self._visible_where(datasource_id, schema_version) if coll is not None else None
-        if coll is None or where is None:
+        """Chunk ids readers can see for the datasource (one version, or every retained version)."""
+        state = self._manifest.get(datasource_id)
+        if state is None:
             return set()
-        ids, metas, _, _ = self._conn.records(coll, where)
-        return {str(m.get("chunk_id", sid)) for sid, m in zip(ids, metas, strict=False)}
+        versions = [schema_version] if schema_version is not None else (
+            [None] if state.legacy else sorted(state.versions))
+        coll = self._conn.any_collection()
+        out: set[str] = set()
+        for version in versions:
+            if state.legacy or version is None or coll is None:
+                out |= {c.id for c in self._read_chunks(datasource_id, state, version, documents=False)}
+                continue
+            where = visible_where(datasource_id, state, version)
+            if where is not None:  # shared records name their chunk in the id: no metadata to read
+                ids = self._conn.call("read chunk ids", lambda w=where: coll.get(where=w, include=[]))["ids"]
+                out |= {chunk_id_for(template_of_record(sid) or sid, datasource_id, version) for sid in ids}
+        return out
 
     def get_chunks(self, datasource_id: str, schema_version: str) -> list[StoredChunk]:
         """Every visible chunk of one version with its text and metadata, sorted by id (checks, audit)."""
+        state = self._manifest.get(datasource_id)
+        if state is None:
+            return []
+        return sorted(self._read_chunks(datasource_id, state, schema_version, documents=True), key=lambda c: c.id)
+
+    def _read_chunks(self, datasource_id: str, state: ManifestState, schema_version: str | None, *,
+                     documents: bool) -> list[StoredChunk]:
+        """The chunks of one version (named as that version's), or every visible record (previous layout)."""
         coll = self._conn.any_collection()
-        where = self._visible_where(datasource_id, schema_version) if coll is not None else None
+        where = visible_where(datasource_id, state, schema_version) if coll is not None else None
         if coll is None or where is None:
             return []
-        ids, metas, docs, _ = self._conn.records(coll, where, documents=True)
-        return sorted((stored_chunk(sid, m, d) for sid, m, d in zip(ids, metas, docs, strict=False)),
-                      key=lambda c: c.id)
+        ids, metas, docs, _ = self._conn.records(coll, where, documents=documents)
+        docs = docs or [None] * len(ids)  # type: ignore[list-item]
+        return [stored_chunk(sid, m, d, schema_version) for sid, m, d in zip(ids, metas, docs, strict=False)]
+
+    def check_records(self, datasource_id: str) -> RecordCheck:
+        """Records no retained version uses (orphans) and leftovers of an interrupted refresh (audit)."""
+        state = self._manifest.get(datasource_id)
+        coll = self._conn.any_collection()
+        if coll is None:
+            return RecordCheck(datasource_id=datasource_id, legacy=bool(state and state.legacy))
+        ids, metas, _, _ = self._conn.records(coll, {"datasource_id": datasource_id})
+        records = [StoredRecord.from_record(sid, meta) for sid, meta in zip(ids, metas, strict=False)]
+        return check_records(datasource_id, records, state)
 
     def delete_versions(self, datasource_id: str, versions: Iterable[str]) -> int:
-        """Delete every chunk of the given versions; returns how many. Deleting the live version unsets it."""
+        """Drop the given versions; returns how many records went. Deleting the live version unsets it.
+
+        Shared layout: the versions leave the manifest first (one upsert, so readers never see half
+        a version), then the records no remaining version uses are deleted; records shared with a
+        remaining version stay.
+        """
         versions = sorted(set(versions))
         coll = self._conn.any_collection()
         if coll is None or not versions:
             return 0
+        state = self._manifest.get(datasource_id)
+        if state is not None and not state.legacy:
+            return self._drop_versions(coll, state, versions)
         ids = self._conn.records(
             coll, all_of([{"datasource_id": datasource_id}, {"schema_version": {"$in": versions}}]))[0]
         self._conn.delete_ids(coll, ids, "delete versions")
-        state = self._manifest.get(datasource_id)
         if state is not None and state.live_version in versions:
             self._manifest.write(state.model_copy(update={
                 "live_version": None, "chunk_count": 0, "content_digest": "",
@@ -389,6 +444,23 @@ class ChromaVectorStore:
         if ids:
             log.info("datasource %s: deleted %d chunks of versions %s", datasource_id, len(ids), ", ".join(versions))
         return len(ids)
+
+    def _drop_versions(self, coll: Collection, state: ManifestState, versions: list[str]) -> int:
+        remaining = {v: g for v, g in state.versions.items() if v not in versions}
+        update: dict[str, object] = {"versions": remaining}
+        if state.live_version in versions:
+            update.update({"live_version": None, "chunk_count": 0, "content_digest": ""})
+        if remaining != state.versions or "live_version" in update:
+            update["updated_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+            self._manifest.write(state.model_copy(update=update))
+        ids, metas, _, _ = self._conn.records(coll, {"datasource_id": state.datasource_id})
+        records = [StoredRecord.from_record(sid, meta) for sid, meta in zip(ids, metas, strict=False)]
+        unused = unused_records(records, remaining.values(), head=state.generation)
+        self._conn.delete_ids(coll, unused, "delete versions")
+        if unused:
+            log.info("datasource %s: dropped versions %s, deleted %d records no retained version uses",
+                     state.datasource_id, ", ".join(versions), len(unused))
+        return len(unused)
 
     def delete_datasource(self, datasource_id: str) -> int:
         """Delete every chunk and the pointer record of a datasource; returns the number of chunks."""

@@ -2,33 +2,50 @@
 
 A record is the datasource's :class:`IndexState`: the live version, the generation readers
 see (``refresh_plan`` explains generations), the tenant, the embedding model key, the chunk
-count and a digest of the live chunk set. Writing one record is a single-record upsert, which
+count and a digest of the live chunk set, and (store layout 2) the generation of every
+retained version as a JSON object plus ``layout``. A record without ``layout`` was written by the
+previous layout (``refresh_plan`` explains both). Writing one record is a single-record upsert, which
 is what makes the flip of a refresh atomic for readers. Records carry a one-element dummy
 vector: Chroma stores nothing without one.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 
 from nl2sql_assets.indexing.chroma_connection import ChromaConnection
 from nl2sql_assets.indexing.models import IndexState, MetadataValue
+from nl2sql_assets.indexing.refresh_plan import ManifestState, as_manifest_state
 
 
-def state_from_metadata(datasource_id: str, meta: Mapping[str, MetadataValue]) -> IndexState:
+def _versions(raw: MetadataValue | None) -> dict[str, int]:
+    try:
+        data = json.loads(str(raw)) if raw else {}
+    except ValueError:
+        return {}
+    return {str(v): int(g) for v, g in data.items()} if isinstance(data, dict) else {}
+
+
+def state_from_metadata(datasource_id: str, meta: Mapping[str, MetadataValue]) -> ManifestState:
     """The state a manifest record holds; missing fields take their empty defaults."""
-    return IndexState(
+    return ManifestState(
         datasource_id=datasource_id, tenant_id=str(meta.get("tenant_id", "default")),
         live_version=str(meta.get("live_version") or "") or None,
         generation=int(meta.get("generation", 0)),
         model_key=str(meta.get("model_key", "")), chunk_count=int(meta.get("chunk_count", 0)),
-        content_digest=str(meta.get("content_digest", "")), updated_at=str(meta.get("updated_at", "")))
+        content_digest=str(meta.get("content_digest", "")), updated_at=str(meta.get("updated_at", "")),
+        versions=_versions(meta.get("versions")), layout=int(meta.get("layout", 1)))
 
 
 def state_metadata(state: IndexState) -> dict[str, MetadataValue]:
     """The manifest record's metadata for ``state`` (Chroma stores no None: no live version is "")."""
+    full = as_manifest_state(state)
+    assert full is not None
+    layout: dict[str, MetadataValue] = {} if full.legacy else {"versions": full.versions_json(),
+                                                               "layout": full.layout}
     return {
-        "tenant_id": state.tenant_id, "live_version": state.live_version or "",
+        **layout, "tenant_id": state.tenant_id, "live_version": state.live_version or "",
         "generation": state.generation, "model_key": state.model_key,
         "chunk_count": state.chunk_count, "content_digest": state.content_digest,
         "updated_at": state.updated_at,
@@ -41,7 +58,7 @@ class GenerationManifest:
     def __init__(self, connection: ChromaConnection) -> None:
         self.connection = connection
 
-    def read(self, datasource_ids: Sequence[str] | None = None) -> dict[str, IndexState]:
+    def read(self, datasource_ids: Sequence[str] | None = None) -> dict[str, ManifestState]:
         """The states of the given datasources (every datasource when None); absent ones are left out."""
         manifest = self.connection.manifest_collection(create=False)
         if manifest is None:
@@ -53,7 +70,7 @@ class GenerationManifest:
         return {rid: state_from_metadata(rid, dict(meta or {}))
                 for rid, meta in zip(res["ids"], res["metadatas"] or [], strict=False)}
 
-    def get(self, datasource_id: str) -> IndexState | None:
+    def get(self, datasource_id: str) -> ManifestState | None:
         """One datasource's state; None when it is not indexed."""
         return self.read([datasource_id]).get(datasource_id)
 

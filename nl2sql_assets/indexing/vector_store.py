@@ -3,8 +3,8 @@
 Callers (indexing, retrieval, checks, audits) depend on :class:`VectorStore`; the one
 implementation is :class:`~nl2sql_assets.indexing.chroma_store.ChromaVectorStore`, built by
 :func:`build_vector_store` from ``Settings`` (``CHROMA_HOST``/``CHROMA_PORT`` or
-``NL2SQL_HOME``; see ``docs/configuration.md``). How a refresh stays atomic for readers is
-explained in ``refresh_plan``.
+``NL2SQL_HOME``; see ``docs/configuration.md``). How records are shared between versions and
+how a refresh stays atomic for readers is explained in ``refresh_plan``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from nl2sql_assets.indexing.models import (
     SearchHit,
     StoredChunk,
 )
-from nl2sql_assets.indexing.refresh_plan import OPEN_GENERATION
+from nl2sql_assets.indexing.refresh_plan import OPEN_GENERATION, RecordCheck
 
 if TYPE_CHECKING:
     import httpx
@@ -95,7 +95,11 @@ class VectorStore(Protocol):
         ...
 
     def delete_versions(self, datasource_id: str, versions: Iterable[str]) -> int:
-        """Delete every chunk of the given versions; returns how many."""
+        """Drop the given versions; returns how many records no remaining version uses were deleted."""
+        ...
+
+    def check_records(self, datasource_id: str) -> RecordCheck:
+        """Orphaned records and leftovers of an interrupted refresh (for audits)."""
         ...
 
     def delete_datasource(self, datasource_id: str) -> int:

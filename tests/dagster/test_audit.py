@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import dagster as dg
 import pytest
 
@@ -9,7 +11,7 @@ from nl2sql_assets.config import Settings
 from nl2sql_assets.app.audit import build_audit, format_audit
 from nl2sql_assets.app.runner import IndexResources, run_index
 from nl2sql_assets.errors import UnknownDatasourceError
-from tests.dagster.conftest import HashEmbeddingsResource
+from tests.dagster.conftest import HashEmbeddingsResource, run_sql
 
 
 @pytest.fixture
@@ -67,3 +69,35 @@ def test_never_indexed_datasource_is_a_warning_not_a_disagreement(
     report = build_audit(settings, instance, resources=resources)
     assert report.consistent
     assert all("never indexed" in d.warnings[0] for d in report.datasources)
+
+
+def test_audit_checks_every_retained_version_and_finds_orphaned_records(
+        instance: dg.DagsterInstance, settings: Settings, resources: IndexResources, shop_home: Path) -> None:
+    """Two retained versions sharing records: consistent; a record of the older version gone,
+    and a record no retained version uses, are both reported."""
+    first = {r.datasource_id: r for r in run_index(settings, instance=instance, resources=resources)}
+    run_sql(f"sqlite:///{shop_home / 'data' / 'shop.db'}", "ALTER TABLE products ADD COLUMN weight REAL")
+    second = {r.datasource_id: r for r in run_index(settings, instance=instance, resources=resources)}
+    v1, v2 = first["shop"].schema_version, second["shop"].schema_version
+    assert v1 != v2 and build_audit(settings, instance, resources=resources).consistent
+    vectors = resources.vector_store.get_store(resources.embeddings.get_service())
+    state = vectors.index_state("shop")
+    assert state is not None and set(state.versions) == {v1, v2}  # type: ignore[attr-defined]
+    coll = vectors._conn.any_collection()  # type: ignore[attr-defined]
+    shop_records = coll.get(where={"datasource_id": "shop"}, include=[])["ids"]
+    assert len(shop_records) < 2 * len(vectors.list_ids("shop", v2))  # the versions share records
+    v1_only = coll.get(where={"$and": [{"datasource_id": "shop"}, {"valid_to": {"$lte": state.versions[v2]}}]},
+                       include=["metadatas", "embeddings"])
+    assert len(v1_only["ids"]) == 1  # products' old table chunk: only v1 uses it
+    coll.delete(ids=v1_only["ids"])
+    orphan_meta = {**v1_only["metadatas"][0], "valid_from": 0, "valid_to": 1}  # a range no version uses
+    coll.upsert(ids=["shop:*:table:ghost@000000000000000000000000"], embeddings=v1_only["embeddings"],
+                metadatas=[orphan_meta], documents=["Table ghost."])
+    report = build_audit(settings, instance, resources=resources)
+    shop = next(d for d in report.datasources if d.datasource_id == "shop")
+    assert not report.consistent
+    assert shop.problems == [
+        f"version {v1}: 1 chunk(s) missing from the vector store, e.g. shop:{v1}:table:products",
+        "1 orphaned record(s) in the vector store that no retained version uses, e.g. "
+        "shop:*:table:ghost@000000000000000000000000"]
+    assert next(d for d in report.datasources if d.datasource_id == "crm").consistent

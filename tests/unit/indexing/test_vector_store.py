@@ -95,7 +95,8 @@ def test_new_version_after_one_table_changes_embeds_only_that_tables_chunks(clie
     service.documents_embedded = 0
     report = refresh(store, v2)
     assert report.embedded == 2 and service.documents_embedded == 2  # table:orders and the new column
-    assert report.reused == 25 and report.upserted == 27 and report.deleted == 26
+    # shared records: the 25 unchanged chunks stay the records v1 wrote; only v1's old table:orders goes
+    assert report.unchanged == 25 and report.upserted == 2 and report.deleted == 1
     assert store.live_version("shop") == v2.schema_version
     assert store.list_ids("shop") == {c.id for c in v2.chunks}  # v1 gone (default: keep only the new one)
     assert store.count() == 27
@@ -111,12 +112,13 @@ def test_metadata_only_change_reembeds_only_changed_texts(client: chromadb.api.C
     service.documents_embedded = 0
     report = refresh(store, v1b)
     assert report.upserted == len(changed) == service.documents_embedded == 6
-    assert report.unchanged == 20 and report.deleted == 0
+    assert report.unchanged == 20 and report.deleted == 6  # the replaced records: no version uses them
     assert texts_of(store, "shop", v1.schema_version) == {c.id: c.get_page_content() for c in v1b.chunks}
-    assert store.count() == 26  # the replaced records are gone
-    # a second same-version change reuses the freed plain ids: no id growth over time
+    assert store.count() == 26
+    # changing back writes the old content under its freed content addresses: no id growth over time
     refresh(store, v1)
     assert store.list_ids("shop") == {c.id for c in v1.chunks} and store.count() == 26
+    assert not any("#g" in r for r in store._read_collection().get(include=[])["ids"])  # type: ignore[union-attr]
 
 
 def test_failure_mid_refresh_keeps_the_previous_set_and_leaves_no_partial_chunks(
@@ -162,11 +164,12 @@ def test_leftovers_of_an_interrupted_refresh_are_invisible_and_cleaned(client: c
     ghost = v1.chunks[1]
     meta = {**ghost.get_metadata(), "chunk_id": ghost.id, "valid_from": gen + 1, "valid_to": OPEN_GENERATION}
     coll.upsert(ids=[ghost.id + "#ghost"], embeddings=[[1.0] + [0.0] * 63], metadatas=[meta], documents=["GHOST"])
-    coll.update(ids=[v1.chunks[2].id], metadatas=[{"valid_to": gen + 1}])
+    half_retired = coll.get(where={"chunk_id": v1.chunks[2].id}, include=[])["ids"][0]
+    coll.update(ids=[half_retired], metadatas=[{"valid_to": gen + 1}])
     assert "GHOST" not in texts_of(store, "shop", v1.schema_version).values()
     report = refresh(store, v1)
     assert report.unchanged == 26 and store.count() == 26
-    assert coll.get(ids=[v1.chunks[2].id])["metadatas"][0]["valid_to"] == OPEN_GENERATION  # type: ignore[index]
+    assert coll.get(ids=[half_retired])["metadatas"][0]["valid_to"] == OPEN_GENERATION  # type: ignore[index]
 
 
 def test_retention_keeps_listed_versions_and_deletes_the_rest(client: chromadb.api.ClientAPI) -> None:
@@ -184,13 +187,18 @@ def test_retention_keeps_listed_versions_and_deletes_the_rest(client: chromadb.a
     old = store.search("orders", k=50, where=SearchFilter(versions={"shop": v1.schema_version}))
     assert old and {h.schema_version for h in old} == {v1.schema_version}
     report = refresh(store, v3, keep_versions=[v2.schema_version])
-    assert report.deleted == len(v1.chunks)
+    assert report.deleted == len(contents(v1) - contents(v2) - contents(v3))  # records only v1 used
     assert store.list_ids("shop", v1.schema_version) == set()
-    assert store.delete_versions("shop", [v2.schema_version]) == len(v2.chunks)
+    assert store.delete_versions("shop", [v2.schema_version]) == len(contents(v2) - contents(v3))
     assert store.list_ids("shop") == {c.id for c in v3.chunks}
     assert store.delete_versions("shop", [v3.schema_version]) == len(v3.chunks)
     assert store.live_version("shop") is None and store.live_versions() == {}
     assert store.search("orders", k=5) == []
+
+
+def contents(cs: ChunkSet) -> set[tuple[str, str]]:
+    """A version's chunks as (identity without the version, content hash): what one shared record holds."""
+    return {(c.id.split(":", 2)[2], c.content_hash) for c in cs.chunks}
 
 
 def test_make_live_false_writes_a_version_without_moving_the_pointer(client: chromadb.api.ClientAPI) -> None:
@@ -263,22 +271,26 @@ def test_search_without_documents_keeps_ids_scores_and_metadata(client: chromadb
 def test_scores_only_search_matches_the_full_search_including_rewritten_chunks(
         client: chromadb.api.ClientAPI) -> None:
     """Ids and scores without metadata: the same chunks, order and scores as ``search_many``, also
-    after a same-version change stored the rewritten chunks as ``<chunk id>#g<generation>``."""
+    for content that came back while its older record is kept (stored as ``<address>#g<generation>``)."""
     store, _ = make_store(client)
     v1 = build_chunks(shop_snapshot())
+    v2 = build_chunks(shop_snapshot(customer_comment="Buyers of the shop."))
+    v3 = build_chunks(shop_snapshot(captured_at=shop_snapshot().captured_at.replace(year=2027)))
     refresh(store, v1)
-    refresh(store, build_chunks(shop_snapshot(customer_comment="Buyers of the shop.")))
+    refresh(store, v2.model_copy(update={"schema_version": "v2", "chunks": [
+        c.model_copy(update={"schema_version": "v2", "id": c.id.replace(v1.schema_version, "v2")})
+        for c in v2.chunks]}), keep_versions=[v1.schema_version])
+    refresh(store, v3, keep_versions=[v1.schema_version, "v2"])  # v1's texts again, v1 still kept
     records = store._read_collection().get(include=[])["ids"]  # type: ignore[union-attr]
     assert any("#g" in r for r in records)  # some chunks now live under a generation suffix
     texts = ["customer email", "order total"]
     full = store.search_many(texts, k=10, documents=False)
     lean = store.search_scores_many(texts, k=10, where=SearchFilter(chunk_types=["schema.column", "schema.table"]))
     full_filtered = store.search_many(texts, k=10, where=SearchFilter(chunk_types=["schema.column", "schema.table"]))
-    assert any("#g" in h.record_id for row in lean for h in row)
     for hits, scores in zip(full_filtered, lean, strict=True):
-        assert [h.id for h in hits] == [s.chunk_id for s in scores]
+        assert [h.id for h in hits] == [s.record_id for s in scores]
         assert [h.score for h in hits] == pytest.approx([s.score for s in scores])
-    assert {s.chunk_id for row in lean for s in row} <= {c.id for c in v1.chunks}
+    assert {s.record_id for row in lean for s in row} <= {c.id for c in v3.chunks}  # named as v3's chunks
     assert len(full) == 2 and store.search_scores_many([], k=3) == []
     with pytest.raises(ValueError, match="k must be"):
         store.search_scores_many(texts, k=0)
@@ -389,8 +401,8 @@ def test_metrics_count_refresh_outcomes_searches_and_breaker_state(client: chrom
         store.search("orders", k=0)
     labels = {"datasource": "shop"}
     assert metrics.value("vector_refresh_chunks_total", {**labels, "outcome": "embedded"}) == 26 + 2
-    assert metrics.value("vector_refresh_chunks_total", {**labels, "outcome": "reused"}) == 25
-    assert metrics.value("vector_refresh_chunks_total", {**labels, "outcome": "deleted"}) == 26
+    assert metrics.value("vector_refresh_chunks_total", {**labels, "outcome": "unchanged"}) == 25
+    assert metrics.value("vector_refresh_chunks_total", {**labels, "outcome": "deleted"}) == 1
     assert metrics.value("vector_refresh_seconds", labels) == 2
     assert metrics.value("vector_search_seconds") == 1
     assert metrics.value("circuit_breaker_state", {"breaker": "vector_store"}) == 0
