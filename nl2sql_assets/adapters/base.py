@@ -10,6 +10,11 @@ Schema names: where the database has a schema level, tables carry its real name
 (PostgreSQL ``public``, DuckDB ``main``); SQLite (no schema level) and MySQL/MariaDB (schema ==
 database) use ``None`` for the URL's own database.
 
+Every full snapshot ends with :func:`with_inferred_joins`: join keys the database does not
+declare (warehouses, SQLite files), inferred from names, types and keys and checked on sampled
+values when statistics run, stored as ``ForeignKey(source="inferred")`` (never fingerprinted,
+so drift does not depend on sampled data).
+
 This module imports no adapter: the concrete adapters import its helpers, and the factory
 that picks one (:func:`nl2sql_assets.adapters.factory.open_adapter`) imports the adapters, so
 the import graph stays one-way.
@@ -20,6 +25,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
+from nl2sql_assets.adapters.join_values import add_inferred_joins
+from nl2sql_assets.adapters.stats import StatsBackend
 from nl2sql_assets.config import DatasourceConfig
 from nl2sql_assets.schema.models import DatasourceInfo, MetricDefinition, SchemaSnapshot, Table
 
@@ -82,3 +89,12 @@ def datasource_info(config: DatasourceConfig, dialect: str) -> DatasourceInfo:
                                   description=m.description) for m in config.metrics],
         default_schema=default_schema(config, dialect),
     )
+
+
+JOIN_CHECK_BUDGET_S = 10.0
+
+
+def with_inferred_joins(tables: list[Table], backend: StatsBackend | None) -> tuple[list[Table], list[str]]:
+    """The full-snapshot hook every adapter calls last: inferred joins added (value-checked
+    through ``backend``, the statistics connection, when statistics run), and warnings."""
+    return add_inferred_joins(tables, backend, budget_s=JOIN_CHECK_BUDGET_S)

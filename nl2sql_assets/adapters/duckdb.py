@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
+from nl2sql_assets.adapters.base import with_inferred_joins
 from nl2sql_assets.adapters.failures import describe_exception, secrets_of, unavailable
 from nl2sql_assets.adapters.stats import (
     DEFAULT_PROBE_ROWS, DEFAULT_SAMPLE_ROWS, ColumnPlan, RowCount, Sample, TableKey, compute_statistics,
@@ -250,10 +251,13 @@ class DuckDBAdapter:
         """A full snapshot; statistics within ``stats_budget_s`` when ``with_stats``."""
         tables = self.read_structure()
         warnings: list[str] = []
-        if with_stats:
+        backend = DuckDBStatsBackend(self._connect()) if with_stats else None
+        if backend is not None:
             tables, warnings = compute_statistics(
-                tables, DuckDBStatsBackend(self._connect()), budget_s=self.stats_budget_s,
+                tables, backend, budget_s=self.stats_budget_s,
                 sample_rows=self.sample_rows, probe_rows=self.probe_rows,
                 describe_error=lambda exc: describe_exception(exc, self._secrets),
             )
+        tables, join_warnings = with_inferred_joins(tables, backend)
+        warnings.extend(join_warnings)
         return assemble_snapshot(self.config, self.dialect, tables, captured_at, warnings)

@@ -23,6 +23,7 @@ from typing import Literal
 
 import sqlalchemy as sa
 
+from nl2sql_assets.adapters.base import with_inferred_joins
 from nl2sql_assets.adapters.failures import describe_exception, unavailable
 from nl2sql_assets.adapters.sqlalchemy_catalog import CatalogReader
 from nl2sql_assets.adapters.sqlalchemy_engine import SQLAlchemyConnector
@@ -92,6 +93,7 @@ class SQLAlchemyAdapter:
         """A full snapshot; statistics within ``stats_budget_s`` when ``with_stats``."""
         tables = self.read_structure()
         warnings = list(self._warnings)
+        backend = None
         if with_stats:
             conn = self._connector.connection()
             backend = SQLAlchemyStatsBackend(conn, self.dialect, self._connector.default_schema)
@@ -101,4 +103,6 @@ class SQLAlchemyAdapter:
                 describe_error=lambda exc: describe_exception(exc, self._connector.secrets),
             )
             warnings.extend(stat_warnings)
+        tables, join_warnings = with_inferred_joins(tables, backend)
+        warnings.extend(join_warnings)
         return assemble_snapshot(self.config, self.dialect, tables, captured_at, warnings)

@@ -1,11 +1,15 @@
 """Join paths over the foreign-key graph: bridge tables and the join column pairs between tables.
 
 Selected tables are often not adjacent: "circuits" and "results" join through "races". The
-graph has one edge per foreign key (declared by the database) and, optionally, one per
-*inferred* key, where the database declares no constraint (SQLite files and warehouses often
-declare none): a column named exactly like another table's single-column primary key, or like a
-column some other table declares as a foreign key (``cards.setCode`` joins ``sets.code`` when
-``set_translations.setCode`` is declared to).
+graph has one edge per foreign key: declared by the database or dbt, or inferred at snapshot
+time (:mod:`nl2sql_assets.schema.join_inference`: warehouse surrogate keys such as
+``FACT_X.BUILDING_KEY`` -> ``DIM_BUILDING.BUILDING_KEY``, checked on sampled values), each
+once. Optionally, where the snapshot has none, keys are also inferred here from names: a column
+named exactly like another table's single-column primary key, or like a column some other table
+declares as a foreign key (``cards.setCode`` joins ``sets.code`` when ``set_translations.setCode``
+is declared to). Inferred joins only ever point at the table whose key the column is (a
+dimension), never from one fact to another, so a key shared by many fact tables makes its
+dimension the hub that bridges them.
 :meth:`JoinGraph.connect` adds the tables on the shortest paths that connect the selection
 (a greedy Steiner tree; among equally short paths the one through better-scored tables), then
 the link tables that keep joins out of a fan trap: "client" and "account" both reference
@@ -51,12 +55,17 @@ class JoinGraph:
             by_name.setdefault(t.name.lower(), i)
             by_name.setdefault(t.qualified_name, i)
         declared: set[tuple[int, str]] = set()
+        seen: set[tuple[int, int, tuple[str, ...], tuple[str, ...]]] = set()
+        # declared and dbt keys before inferred ones: a join both declared and inferred is one edge
         for ci, table in enumerate(snapshot.tables):
-            for fk in table.foreign_keys:
+            for fk in sorted(table.foreign_keys, key=lambda fk: fk.source == "inferred"):
                 ref = f"{fk.ref_schema}.{fk.ref_table}" if fk.ref_schema else fk.ref_table
                 pi = by_name.get(ref, by_name.get(fk.ref_table, by_name.get(fk.ref_table.lower())))
-                if pi is None:
+                identity = (ci, pi if pi is not None else -1, tuple(c.lower() for c in fk.columns),
+                            tuple(c.lower() for c in fk.ref_columns))
+                if pi is None or identity in seen:
                     continue
+                seen.add(identity)
                 self.edges.append(JoinEdge(ci, pi, tuple(fk.columns), tuple(fk.ref_columns),
                                            infer_cardinality(table, fk), inferred=fk.source == "inferred",
                                            source=fk.source))
@@ -83,7 +92,7 @@ class JoinGraph:
             if len(t.primary_key) == 1:
                 keys.setdefault(t.primary_key[0].lower(), []).append((i, tuple(t.primary_key)))
         for e in list(self.edges):
-            if len(e.child_columns) == 1:
+            if len(e.child_columns) == 1 and not e.inferred:  # one inference does not license another
                 targets = keys.setdefault(e.child_columns[0].lower(), [])
                 if all(p != e.parent for p, _ in targets):
                     targets.append((e.parent, e.parent_columns))
@@ -150,27 +159,39 @@ class JoinGraph:
         return added
 
     def _shortest_to(self, start: int, tree: set[int], scores: Sequence[float] | None) -> list[int]:
-        """Nodes strictly between ``start`` and the nearest tree node (empty when none is reachable)."""
-        best: dict[int, tuple[int, float]] = {start: (0, 0.0)}
-        prev: dict[int, int | None] = {start: None}
-        heap: list[tuple[int, float, int]] = [(0, 0.0, start)]
+        """Nodes strictly between ``start`` and the nearest tree node (empty when none is reachable).
+
+        Fewest hops first; among equally short paths, the fewest fan traps (a step up to a shared
+        parent and back down to another of its children: two facts through the date dimension
+        every fact references), then the best-scored tables. A hub dimension thus bridges only
+        where no path of the same length runs through the keys themselves.
+        """
+        # state: (node, whether the last step went up to a parent); cost: (hops, fan traps, -scores)
+        origin = (start, False)
+        best: dict[tuple[int, bool], tuple[int, int, float]] = {origin: (0, 0, 0.0)}
+        prev: dict[tuple[int, bool], tuple[int, bool] | None] = {origin: None}
+        heap: list[tuple[int, int, float, int, bool]] = [(0, 0, 0.0, start, False)]
         while heap:
-            hops, penalty, node = heapq.heappop(heap)
-            if (hops, penalty) != best[node]:
+            hops, traps, penalty, node, went_up = heapq.heappop(heap)
+            state = (node, went_up)
+            if (hops, traps, penalty) != best[state]:
                 continue
             if node in tree and node != start:
                 path = []
-                cur = prev[node]
-                while cur is not None and cur != start:
-                    path.append(cur)
+                cur = prev[state]
+                while cur is not None and cur[0] != start:
+                    path.append(cur[0])
                     cur = prev[cur]
                 return path
             for nxt in sorted(self.adjacent[node]):
-                cost = (hops + 1, penalty - (float(scores[nxt]) if scores is not None else 0.0))
-                if nxt not in best or cost < best[nxt]:
-                    best[nxt] = cost
-                    prev[nxt] = node
-                    heapq.heappush(heap, (cost[0], cost[1], nxt))
+                up = nxt in self.parents[node]
+                trap = int(went_up and not up)
+                cost = (hops + 1, traps + trap, penalty - (float(scores[nxt]) if scores is not None else 0.0))
+                key = (nxt, up)
+                if key not in best or cost < best[key]:
+                    best[key] = cost
+                    prev[key] = state
+                    heapq.heappush(heap, (*cost, nxt, up))
         return []
 
     def edges_within(self, tables: Sequence[int]) -> list[JoinEdge]:
@@ -184,7 +205,7 @@ class JoinGraph:
                              to_table=self.names[e.parent], to_columns=list(e.parent_columns),
                              cardinality=e.cardinality,  # type: ignore[arg-type]
                              inferred=e.inferred, source=e.source)  # type: ignore[arg-type]
-                for e in self.edges_within(tables)]
+                for e in sorted(self.edges_within(tables), key=lambda e: e.inferred)]  # declared first
 
     def join_columns(self, tables: Sequence[int]) -> dict[int, set[str]]:
         """Per table, the columns used by joins among ``tables``."""
