@@ -1,16 +1,18 @@
 """How ``ranking.CONFIDENCE_MODEL`` (the result's ``confidence``) was fitted, and how well it is calibrated.
 
-Usage (after ``retrieval_quality.py --dataset ... --work DIR`` has built and indexed BIRD in DIR)::
+Usage (after ``retrieval_quality.py --dataset D --work W`` has built and indexed each benchmark)::
 
-    python benchmarks/fit_confidence.py --dataset ../shared/bench/bird --work DIR [--limit N]
+    python benchmarks/fit_confidence.py --bench bird=../shared/bench/bird:/tmp/h14a_bird \\
+        --bench spider=../shared/bench/spider-train:/tmp/h14a_spider [--limit 2000]
 
-Asks every BIRD question through the product's retriever three ways: scoped to its own
-database (target 1 when every gold table is returned), scoped to another database chosen at
-random (unanswerable: target 0) and routed over all databases (target 1 when routed to its
-database with every gold table returned). The calibration's inputs are recorded as the
+Asks up to ``--limit`` questions of each benchmark (BIRD with its evidence and again with it
+blanked, as most users ask; Spider in both wordings) through the product's retriever three ways:
+scoped to its own database (target 1 when every gold table is returned), scoped to another
+database of the benchmark chosen at random (unanswerable: target 0) and routed over all of the
+benchmark's databases (target 1 when routed to its database with every gold table returned). The calibration's inputs are recorded as the
 retriever computes them (``confidence.confidence_features``; full-schema fallbacks are left
-out: they get fixed confidences). The logistic calibration is fitted leave-one-database-out
-(fit on the other databases' questions, predict this one's) and the held-out Brier score,
+out: they get fixed confidences). The logistic calibration is fitted in database-grouped folds
+(fit on the other folds' databases, predict this fold's) and the held-out Brier score,
 AUCs and a decile calibration table are printed as JSON, then the model fitted on everything,
 as ``ranking.py`` holds it.
 """
@@ -27,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fit_ranking_weights import fit_logistic
+from ranking_fit import fit_logistic
 
 BATCH = 64
 NONNEG = {"top_logit": True, "miss_log": True, "best_similarity": True, "routed": False, "route_margin": True}
@@ -58,25 +60,19 @@ def deciles(pred: np.ndarray, y: np.ndarray) -> list[dict[str, float]]:
              "observed": round(float(y[b].mean()), 4)} for b in np.array_split(order, 10) if len(b)]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", type=Path, required=True)
-    parser.add_argument("--work", type=Path, required=True, help="the work folder retrieval_quality.py indexed")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N questions")
-    parser.add_argument("--seed", type=int, default=7)
-    args = parser.parse_args(argv)
-    work = args.work.absolute()
-    os.environ["NL2SQL_HOME"] = str(work / "home")
-    os.environ["NL2SQL_DATASOURCES"] = str(work / "datasources.yaml")
-
+def ask(bench: str, dataset: Path, work: Path, limit: int | None, blank_evidence: bool,
+        rng: random.Random) -> list[tuple[str, str, np.ndarray, float]]:
+    """(question's db, kind, features, target) for one indexed benchmark, asked three ways."""
     from nl2sql_assets.config import Settings
     from nl2sql_assets.retrieval import confidence as C
-    from nl2sql_assets.retrieval import ranking as R
-    from nl2sql_assets.retrieval.models import RankedDatasource, RetrievalRequest
+    from nl2sql_assets.retrieval.models import RetrievalRequest
     from nl2sql_assets.retrieval.retriever import SchemaRetriever
 
-    questions = [json.loads(line) for line in (args.dataset / "questions.jsonl").read_text().splitlines() if line]
-    questions = questions[: args.limit] if args.limit else questions
+    os.environ["NL2SQL_HOME"] = str(work.absolute() / "home")
+    os.environ["NL2SQL_DATASOURCES"] = str(work.absolute() / "datasources.yaml")
+    questions = [json.loads(line) for line in (dataset / "questions.jsonl").read_text().splitlines() if line]
+    if limit and len(questions) > limit:
+        questions = rng.sample(questions, limit)
     recorded: list[np.ndarray] = []
     features = C.confidence_features
 
@@ -86,27 +82,58 @@ def main(argv: list[str] | None = None) -> int:
         return x
 
     C.confidence_features = record  # type: ignore[assignment]
+    rows: list[tuple[str, str, np.ndarray, float]] = []
+    try:
+        with SchemaRetriever.from_settings(Settings.from_env()) as retriever:
+            dbs = sorted(retriever.schema_store.list_datasources())
+            asks = []
+            for q in questions:
+                db = str(q["db_id"]).lower()
+                evidence = None if blank_evidence else (q.get("evidence") or None)
+                wrong = rng.choice([d for d in dbs if d != db])
+                for kind, ds in (("scoped", db), ("wrong_datasource", wrong), ("routed", None)):
+                    asks.append((q, db, kind, RetrievalRequest(question=q["question"], evidence=evidence,
+                                                               datasource=ds)))
+            for start in range(0, len(asks), BATCH):
+                chunk = asks[start:start + BATCH]
+                recorded.clear()
+                results = retriever.retrieve_batch([a[3] for a in chunk])
+                selected = [(a, r) for a, r in zip(chunk, results, strict=True) if r.fallback is None]
+                assert len(selected) == len(recorded), (len(selected), len(recorded))
+                for ((q, db, kind, _), r), feats in zip(selected, recorded, strict=True):
+                    gold = {g.lower() for g in q["gold_tables"]}
+                    ok = r.datasource == db and gold <= {t.name.lower() for t in r.tables}
+                    rows.append((f"{bench}/{db}", kind, feats, float(ok)))
+    finally:
+        C.confidence_features = features  # type: ignore[assignment]
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    from heldout import parse_bench
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bench", type=parse_bench, action="append", required=True,
+                        help="NAME=DATASET_DIR:WORK_DIR (repeatable; the work folder retrieval_quality.py indexed)")
+    parser.add_argument("--limit", type=int, default=2000, help="at most N questions per benchmark (random)")
+    parser.add_argument("--folds", type=int, default=5, help="database-grouped folds for the held-out figures")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+
+    from nl2sql_assets.retrieval import confidence as C
+    from nl2sql_assets.retrieval import ranking as R
+    from nl2sql_assets.retrieval.models import RankedDatasource
+
     rng = random.Random(args.seed)
-    rows: list[tuple[str, str, np.ndarray, float]] = []  # (question's db, kind, features, target)
-    with SchemaRetriever.from_settings(Settings.from_env()) as retriever:
-        dbs = sorted(retriever.schema_store.list_datasources())
-        asks = []
-        for q in questions:
-            db = str(q["db_id"]).lower()
-            wrong = rng.choice([d for d in dbs if d != db])
-            for kind, ds in (("scoped", db), ("wrong_datasource", wrong), ("routed", None)):
-                asks.append((q, db, kind, RetrievalRequest(question=q["question"], evidence=q.get("evidence") or None,
-                                                           datasource=ds)))
-        for start in range(0, len(asks), BATCH):
-            chunk = asks[start:start + BATCH]
-            recorded.clear()
-            results = retriever.retrieve_batch([a[3] for a in chunk])
-            selected = [(a, r) for a, r in zip(chunk, results, strict=True) if r.fallback is None]
-            assert len(selected) == len(recorded), (len(selected), len(recorded))
-            for ((q, db, kind, _), r), feats in zip(selected, recorded, strict=True):
-                gold = {g.lower() for g in q["gold_tables"]}
-                ok = r.datasource == db and gold <= {t.name.lower() for t in r.tables}
-                rows.append((db, kind, feats, float(ok)))
+    rows: list[tuple[str, str, np.ndarray, float]] = []
+    for name, dataset, work in args.bench:
+        with_evidence = ask(name, dataset, work, args.limit, False, rng)
+        rows += with_evidence
+        has_evidence = any(json.loads(line).get("evidence")
+                           for line in (dataset / "questions.jsonl").read_text().splitlines()[:50] if line)
+        if has_evidence:  # and as most users ask: without the hint
+            rows += [(db, kind if kind == "wrong_datasource" else f"{kind}_no_evidence", x, y)
+                     for db, kind, x, y in ask(name, dataset, work, args.limit, True, rng)]
 
     x = np.vstack([r[2] for r in rows])
     y = np.array([r[3] for r in rows])
@@ -114,23 +141,28 @@ def main(argv: list[str] | None = None) -> int:
     kind = np.array([r[1] for r in rows])
     nonneg = [NONNEG[n] for n in C.CONFIDENCE_FEATURES]
     pred = np.zeros(len(y))
-    for db in sorted(set(db_of)):
-        train = db_of != db
-        w, b = fit_logistic(x[train], y[train], nonneg)
-        pred[~train] = [C.calibrate(v, w, b) for v in x[~train]]
+    names = sorted(set(db_of))
+    rng.shuffle(names)
+    for i in range(args.folds):
+        held = np.isin(db_of, names[i::args.folds])
+        w, b = fit_logistic(x[~held], y[~held], nonneg)
+        pred[held] = [C.calibrate(v, w, b) for v in x[held]]
     answerable = kind != "wrong_datasource"
-    scoped_or_wrong = kind != "routed"
     out = {
         "examples": int(len(y)),
         "by_kind": {k: {"n": int((kind == k).sum()), "target_rate": round(float(y[kind == k].mean()), 4),
                         "mean_confidence": round(float(pred[kind == k].mean()), 4),
-                        "warned": round(float((pred[kind == k] < C.LOW_CONFIDENCE).mean()), 4)}
-                    for k in ("scoped", "wrong_datasource", "routed")},
+                        "warned": round(float((pred[kind == k] < C.LOW_CONFIDENCE).mean()), 4),
+                        "warned_when_answered": round(float((pred[(kind == k) & (y == 1)] < C.LOW_CONFIDENCE).mean()), 4)
+                        if ((kind == k) & (y == 1)).any() else None}
+                    for k in sorted(set(kind))},
+        "by_benchmark_auc_target": {b: round(auc(pred[np.char.startswith(db_of, b + "/")],
+                                                 y[np.char.startswith(db_of, b + "/")]), 4)
+                                    for b in sorted({d.split("/", 1)[0] for d in names})},
         "held_out_brier": round(float(((pred - y) ** 2).mean()), 4),
         "held_out_brier_base_rate": round(float(((y.mean() - y) ** 2).mean()), 4),
         "held_out_auc_target": round(auc(pred, y), 4),
-        "held_out_auc_answerable_vs_unanswerable": round(auc(pred[scoped_or_wrong],
-                                                             answerable[scoped_or_wrong].astype(float)), 4),
+        "held_out_auc_answerable_vs_unanswerable": round(auc(pred, answerable.astype(float)), 4),
         "calibration_deciles": deciles(pred, y),
     }
     w, b = fit_logistic(x, y, nonneg)

@@ -95,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="this registered version of --datasource (default: the live one)")
     retrieve.add_argument("--evidence", metavar="TEXT",
                           help="optional hint text (domain knowledge) used alongside the question")
+    retrieve.add_argument("--recall-target", metavar="P", type=float,
+                          help="keep tables (and columns) until the estimated probability that every needed "
+                               "one is sent reaches P, 0 < P < 1 (default: RetrieverConfig's)")
     retrieve.add_argument("--json", action="store_true", help="print the result object as JSON")
     retrieve.add_argument("--batch", metavar="IN.jsonl",
                           help="answer every line of a JSONL file (line format below); needs --out")

@@ -29,7 +29,7 @@ from typing import TextIO
 
 from nl2sql_assets.config import Settings
 from nl2sql_assets.errors import Nl2SqlError, RetrievalError
-from nl2sql_assets.retrieval.models import RetrievalRequest, RetrievalResult
+from nl2sql_assets.retrieval.models import RetrievalRequest, RetrievalResult, RetrieverConfig
 from nl2sql_assets.retrieval.query import invalid_text
 from nl2sql_assets.retrieval.retriever import SchemaRetriever
 
@@ -167,7 +167,21 @@ def _usage_error(message: str) -> int:
     return 2
 
 
-def _run_batch_files(source_path: Path, out_path: Path) -> int:
+def retriever_config(recall_target: float | None) -> RetrieverConfig:
+    """The retriever's configuration with ``--recall-target`` applied (tables and columns alike).
+
+    Raises:
+        RetrievalError: the target is not strictly between 0 and 1 (or not a number).
+    """
+    if recall_target is None:
+        return RetrieverConfig()
+    if not 0.0 < recall_target < 1.0:  # NaN fails this too
+        raise RetrievalError(f"--recall-target must be a probability strictly between 0 and 1 "
+                             f"(e.g. 0.9), got {recall_target}")
+    return RetrieverConfig(recall_target=recall_target, column_recall_target=recall_target)
+
+
+def _run_batch_files(source_path: Path, out_path: Path, config: RetrieverConfig) -> int:
     """Open both files before the models load, so a bad path costs one message and no wait."""
     if not source_path.is_file():
         return _usage_error(f"batch input {source_path} not found")
@@ -183,19 +197,20 @@ def _run_batch_files(source_path: Path, out_path: Path) -> int:
     except OSError as exc:
         source.close()
         return _usage_error(f"batch output {out_path} cannot be written ({exc.strerror or exc})")
-    with source, sink, SchemaRetriever.from_settings(Settings.from_env()) as retriever:
+    with source, sink, SchemaRetriever.from_settings(Settings.from_env(), config=config) as retriever:
         answered, errors = run_batch(retriever, source, sink)
     print(f"{answered} answered, {errors} error lines -> {out_path}", file=sys.stderr)
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
+    config = retriever_config(getattr(args, "recall_target", None))
     if args.batch:
         if args.question:
             return _usage_error("give a question or --batch, not both")
         if not args.out:
             return _usage_error("--batch needs --out OUT.jsonl")
-        return _run_batch_files(Path(args.batch), Path(args.out))
+        return _run_batch_files(Path(args.batch), Path(args.out), config)
     if args.question is None or not args.question.strip():
         raise RetrievalError("the question is empty (give a question, or --batch IN.jsonl --out OUT.jsonl)")
     for name in ("question", "evidence", "datasource", "tenant", "schema_version"):
@@ -203,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
         problem = invalid_text(value) if isinstance(value, str) else None
         if problem:  # undecodable bytes in argv: say so before loading the models
             raise RetrievalError(f"the {name.replace('_', ' ')} is {problem}")
-    with SchemaRetriever.from_settings(Settings.from_env()) as retriever:
+    with SchemaRetriever.from_settings(Settings.from_env(), config=config) as retriever:
         result = retriever.retrieve(args.question, datasource=args.datasource, tenant=args.tenant,
                                     schema_version=args.schema_version, evidence=args.evidence)
     if args.json:

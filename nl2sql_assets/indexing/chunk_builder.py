@@ -289,7 +289,10 @@ class SchemaChunkBuilder:
         for table in snapshot.tables:
             chunks.append(self._table_chunk(snapshot, version, table))
             chunks.extend(self._column_chunk(snapshot, version, table, col) for col in table.columns)
-            chunks.extend(self._relationship_chunk(snapshot, version, table, fk) for fk in table.foreign_keys)
+            # a key declared twice (same columns, same target) is one relationship, one chunk
+            unique_fks = {relationship_identity(table, fk): fk for fk in reversed(table.foreign_keys)}
+            chunks.extend(self._relationship_chunk(snapshot, version, table, fk)
+                          for fk in table.foreign_keys if unique_fks.get(relationship_identity(table, fk)) is fk)
         chunks.extend(self._metric_chunks(snapshot, version))
         seen: dict[str, SchemaChunk] = {}
         for chunk in chunks:

@@ -12,7 +12,8 @@ A small logistic calibration over what ranking and routing already computed for 
   score gap between the first and the second (capped at 1).
 
 The coefficients (``ranking.CONFIDENCE_MODEL``) were fitted by ``benchmarks/fit_confidence.py``
-on BIRD dev, on answerable questions (target: every gold table returned) and on the same
+on BIRD dev (with its evidence and with it blanked, as most users ask) and Spider train (both
+wordings), on answerable questions (target: every gold table returned) and on the same
 questions asked of a wrong datasource (target 0). Below :data:`LOW_CONFIDENCE` the result gets
 a warning: the schema may not hold what the question asks. Computing it costs microseconds and
 never changes what is returned.

@@ -101,10 +101,18 @@ class RetrieverConfig(_Frozen):
     """How the retriever trades recall for precision; the defaults are what the benchmark measures.
 
     Attributes:
-        table_threshold: a table is selected when its estimated probability of being needed
-            reaches this (the adaptive cut-off); bridge and link tables join them regardless.
+        recall_target: the budget per question: the likeliest tables are kept until the estimated
+            probability that every table the question needs is among them reaches this (0 < P < 1;
+            a question that needs six tables gets six or more, a clear one-table question one).
+            None selects by ``table_threshold`` instead. Bridge and link tables join regardless.
+        column_recall_target: the same for columns: within the selected tables, the likeliest
+            columns are kept until the estimated probability that every needed column is sent
+            reaches this. None sends by ``column_cost`` instead. Key and join columns always go.
+        table_threshold: with ``recall_target`` None, a table is selected when its estimated
+            probability of being needed reaches this (the fixed cut-off).
         max_tables: at most this many tables selected by score (bridges come on top).
-        column_cost: within a selected table, a column is sent when its estimated probability
+        column_cost: with ``column_recall_target`` None, within a selected table, a column is sent
+            when its estimated probability
             reaches ``1 - exp(-column_cost / columns in the datasource)``: the bigger the schema,
             the cheaper one column (the budget is a share of the schema); key and join columns
             always are.
@@ -122,8 +130,10 @@ class RetrieverConfig(_Frozen):
         cache_size: (datasource, version) indexes kept in memory.
     """
 
+    recall_target: float | None = Field(default=0.79, gt=0.0, lt=1.0)
+    column_recall_target: float | None = Field(default=0.45, gt=0.0, lt=1.0)
     table_threshold: float = Field(default=0.0768, ge=0.0, le=1.0)
-    max_tables: int = Field(default=5, ge=1)
+    max_tables: int = Field(default=8, ge=1)
     column_cost: float = Field(default=2.99, ge=0.0)
     min_columns_per_table: int = Field(default=1, ge=0)
     small_schema_columns: int = Field(default=0, ge=0)

@@ -236,7 +236,8 @@ class SchemaRetriever:
         scores = ranking.score_schema(cached.index, q.terms, dense)
         selection = ranking.select(cached.index, scores, table_threshold=cfg.table_threshold,
                                    max_tables=cfg.max_tables, column_threshold=self._column_threshold(snapshot),
-                                   min_columns=cfg.min_columns_per_table, primary_keys=True)
+                                   min_columns=cfg.min_columns_per_table, primary_keys=True,
+                                   recall_target=cfg.recall_target, column_recall_target=cfg.column_recall_target)
         tables = []
         for t in selection.tables:
             table = snapshot.tables[t]

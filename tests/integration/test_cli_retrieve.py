@@ -28,7 +28,8 @@ def test_human_readable_output(demo_env: Settings, capsys: pytest.CaptureFixture
     assert main(["retrieve", "Which tickets breached their first-response SLA?"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("datasource: support (version ")
-    assert "\n  main.tickets (" in out and "\njoins:\n  tickets.policy_id = sla_policies.policy_id" in out and "timings:" in out
+    assert "\n  main.tickets (" in out and "\njoins:\n" in out and "timings:" in out
+    assert "\n  tickets.policy_id = sla_policies.policy_id (many-to-one)\n" in out.split("\njoins:\n")[1]
 
 
 def test_json_output_is_the_contract_object(demo_env: Settings, capsys: pytest.CaptureFixture[str]) -> None:
@@ -39,7 +40,9 @@ def test_json_output_is_the_contract_object(demo_env: Settings, capsys: pytest.C
     assert {"name", "schema", "score", "columns"} == set(data["tables"][0])
     assert {t["schema"] for t in data["tables"]} == {"main"}  # SQLite's own name for its schema (contract example)
     assert set(data["timings_ms"]) == {"embed", "vector", "total"}
-    assert all(set(r) == {"from_table", "from_columns", "to_table", "to_columns", "cardinality"}
+    # the contract's five keys, plus "inferred" and "source" (contract: joins found without a declared key)
+    assert all({"from_table", "from_columns", "to_table", "to_columns", "cardinality"} <= set(r)
+               <= {"from_table", "from_columns", "to_table", "to_columns", "cardinality", "inferred", "source"}
                for r in data["relationships"])
 
 
@@ -91,3 +94,28 @@ def test_bad_input_exits_non_zero_with_a_clear_message(demo_env: Settings, capsy
     assert main(argv) != 0
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("bad", ["0", "1", "1.5", "-0.1", "nan"])
+def test_recall_target_outside_zero_one_is_a_clear_usage_error(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["retrieve", "Revenue per month?", "--recall-target", bad]) == 2
+    err = capsys.readouterr().err
+    assert "--recall-target must be a probability strictly between 0 and 1" in err and bad.lstrip("-") in err
+
+
+def test_recall_target_not_a_number_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["retrieve", "Revenue per month?", "--recall-target", "high"])
+    assert exc.value.code == 2 and "--recall-target: invalid float value: 'high'" in capsys.readouterr().err
+
+
+def test_a_higher_recall_target_sends_more(demo_env: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    def ask(target: str) -> dict[str, object]:
+        assert main(["retrieve", "Which customers ordered products from which suppliers, with order totals?",
+                     "--datasource", "commerce", "--json", "--recall-target", target]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    low, high = ask("0.2"), ask("0.999")
+    n_cols = lambda d: sum(len(t["columns"]) for t in d["tables"])  # noqa: E731
+    assert len(high["tables"]) >= len(low["tables"]) and n_cols(high) > n_cols(low)
+    assert {t["name"] for t in low["tables"]} <= {t["name"] for t in high["tables"]}

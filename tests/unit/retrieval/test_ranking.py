@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -83,7 +85,7 @@ def test_selection_is_adaptive_and_adds_bridges_with_join_columns() -> None:
     assert {"order_id", "customer_id"} <= cols["orders"]                   # join keys of the bridge
     assert {"order_id", "product_id"} <= cols["order_items"]
     assert "city" in cols["customers"] and "name" in cols["products"]
-    strict = ranking.select(index, scores, table_threshold=0.999, max_tables=5, column_threshold=0.5, min_columns=1)
+    strict = ranking.select(index, scores, table_threshold=1.0, max_tables=5, column_threshold=0.5, min_columns=1)
     assert len(strict.tables) == 1                                         # never empty, even above every score
 
 
@@ -251,3 +253,81 @@ def test_a_person_or_place_like_entity_points_to_the_columns_of_peoples_names_or
     assert place.table_prob[customers] > neither.table_prob[customers]
     assert person.table_prob[tables.index("products")] == pytest.approx(
         neither.table_prob[tables.index("products")], abs=0.02)
+
+
+# ---------------------------------------------------------------- the budget per question
+
+
+def chain(n: int) -> SchemaSnapshot:
+    """``n`` tables in a chain (t1 -> t0, t2 -> t1, ...), four columns each."""
+    tables = []
+    for i in range(n):
+        cols = [f"t{i}_id", f"a{i}", f"b{i}", f"c{i}"] + ([f"t{i - 1}_id"] if i else [])
+        fks = [ForeignKey(columns=[f"t{i - 1}_id"], ref_table=f"t{i - 1}", ref_columns=[f"t{i - 1}_id"])] if i else []
+        tables.append(Table(name=f"t{i}", primary_key=[f"t{i}_id"], foreign_keys=fks,
+                            columns=[Column(name=c, type_family="text") for c in cols]))
+    return SchemaSnapshot.create(DatasourceInfo(id="chain", dialect="sqlite"), tables, CAPTURED)
+
+
+def with_probs(index: ranking.SchemaIndex, table_prob: list[float], column_prob: float = 0.01) -> ranking.SchemaScores:
+    base = ranking.score_schema(index, build_query_terms("anything"),
+                                ranking.DenseScores(tables=np.full((1, len(table_prob)), 0.1),
+                                                    columns=np.full((1, len(index.lexical.columns)), 0.1),
+                                                    entities=np.zeros((0, len(index.lexical.columns)))))
+    within = np.full(len(index.lexical.columns), column_prob)
+    return dataclasses.replace(base, table_prob=np.array(table_prob), within_prob=within)
+
+
+def test_budget_count_keeps_the_likeliest_until_the_rest_is_unlikely_enough() -> None:
+    assert ranking.budget_count(np.array([0.99, 0.001, 0.001]), 0.9) == 1
+    assert ranking.budget_count(np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.01]), 0.9) == 6
+    assert ranking.budget_count(np.array([0.5, 0.5]), 0.99) == 2          # everything, when nothing less will do
+    assert ranking.budget_count(np.array([0.01, 0.01]), 0.9, minimum=0) == 0
+    assert ranking.budget_count(np.array([0.3, 0.3, 0.3]), 0.5) > ranking.budget_count(np.array([0.3, 0.3, 0.3]), 0.2)
+
+
+def test_a_question_needing_six_tables_gets_six_and_a_clear_one_gets_one() -> None:
+    snap = chain(9)
+    index = ranking.build_schema_index(snap)
+    many = with_probs(index, [0.95, 0.9, 0.9, 0.85, 0.8, 0.8, 0.02, 0.01, 0.01])
+    kw = dict(table_threshold=0.5, max_tables=12, column_threshold=0.5, min_columns=1)
+    sel = ranking.select(index, many, recall_target=0.9, **kw)  # type: ignore[arg-type]
+    assert {"t0", "t1", "t2", "t3", "t4", "t5"} <= set(names(snap, sel))
+    one = with_probs(index, [0.99, 0.003, 0.002, 0.001, 0.001, 0.001, 0.001, 0.001, 0.001])
+    assert names(snap, ranking.select(index, one, recall_target=0.9, **kw)) == ["t0"]  # type: ignore[arg-type]
+    # a higher target buys recall with more tables; max_tables caps what the score selects
+    vague = with_probs(index, [0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05, 0.05, 0.05])
+    low = ranking.select(index, vague, recall_target=0.3, **kw)  # type: ignore[arg-type]
+    high = ranking.select(index, vague, recall_target=0.95, **kw)  # type: ignore[arg-type]
+    assert set(low.tables) < set(high.tables)
+    capped = ranking.select(index, vague, recall_target=0.95, **{**kw, "max_tables": 2})  # type: ignore[arg-type]
+    assert set(capped.tables) >= {0, 1} and len(capped.tables) < len(high.tables)
+
+
+def test_the_column_budget_sends_more_columns_for_a_higher_target() -> None:
+    snap = chain(3)
+    index = ranking.build_schema_index(snap)
+    scores = with_probs(index, [0.99, 0.001, 0.001])
+    rng = np.random.default_rng(3)
+    scores = dataclasses.replace(scores, within_prob=rng.uniform(0.05, 0.6, len(index.lexical.columns)))
+    kw = dict(table_threshold=0.5, max_tables=12, column_threshold=0.5, min_columns=0, recall_target=0.9)
+    loose = ranking.select(index, scores, column_recall_target=0.2, **kw)  # type: ignore[arg-type]
+    tight = ranking.select(index, scores, column_recall_target=0.95, **kw)  # type: ignore[arg-type]
+    assert len(loose.columns[0]) < len(tight.columns[0])
+    # the columns left out are the least likely, and together unlikely enough for the target
+    left = [ci for ci in np.flatnonzero(index.lexical.column_table_arr == 0) if ci not in tight.columns[0]]
+    assert np.prod(1 - scores.within_prob[left]) >= 0.95
+    assert all(scores.within_prob[ci] <= scores.within_prob[tight.columns[0]].min() for ci in left)
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, 1.5, -0.2])
+def test_recall_targets_outside_zero_one_are_refused(bad: float) -> None:
+    from pydantic import ValidationError
+
+    from nl2sql_assets.retrieval.models import RetrieverConfig
+
+    with pytest.raises(ValidationError, match="recall_target"):
+        RetrieverConfig(recall_target=bad)
+    with pytest.raises(ValidationError, match="column_recall_target"):
+        RetrieverConfig(column_recall_target=bad)
+    assert RetrieverConfig(recall_target=None).recall_target is None  # the fixed cut-offs instead

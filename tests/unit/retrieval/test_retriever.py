@@ -81,7 +81,7 @@ def test_evidence_and_hints_are_part_of_the_semantic_query(world: World) -> None
 
 def test_bridge_tables_and_relationships_join_the_selection(world: World) -> None:
     snap = world.schema_store.get_latest("shop")
-    result = world.retriever(RetrieverConfig(table_threshold=0.0, max_tables=5)).retrieve(
+    result = world.retriever(RetrieverConfig(recall_target=None, table_threshold=0.0, max_tables=5)).retrieve(
         "everything", datasource="shop")
     assert {t.name for t in result.tables} == {t.name for t in snap.tables}
     rels = {(r.from_table, r.to_table) for r in result.relationships}
@@ -234,8 +234,8 @@ def test_a_tenant_only_ever_sees_its_own_datasources(tenant_world: tuple[World, 
 
 
 def test_chunks_rewritten_within_a_version_are_still_found(world: World) -> None:
-    """A same-version refresh (new descriptions) stores changed chunks as ``<chunk id>#g<n>``; the
-    retriever reads only ids and scores back and must still place those hits."""
+    """A same-version refresh (new descriptions) stores changed chunks under new content-addressed
+    record ids; the retriever reads only ids and scores back and must still place those hits."""
     retriever = world.retriever()
     question = "customer name and customer city of customers"
     before = retriever.retrieve(question, datasource="shop")
@@ -248,7 +248,8 @@ def test_chunks_rewritten_within_a_version_are_still_found(world: World) -> None
     world.vector_store.refresh_schema_chunks("shop", version, build_chunks(described.with_version(version)).chunks,
                                              tenant_id=snap.datasource.tenant)
     records = world.vector_store._read_collection().get(include=[])["ids"]  # type: ignore[attr-defined]
-    assert sum("#g" in r for r in records) >= len(snap.tables) + snap.column_count
+    chunk_ids = {c.id for c in build_chunks(described.with_version(version)).chunks}
+    assert not chunk_ids & set(records)  # record ids are content addresses, not chunk ids
     after = world.retriever().retrieve(question, datasource="shop")
     assert after.fallback is None and table_names(after)[0] == table_names(before)[0] == "customers"
     assert after.tables[0].score > 0.5

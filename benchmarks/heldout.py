@@ -1,0 +1,188 @@
+"""Held-out retrieval quality: fit on some databases, measure on databases the fit never saw.
+
+Usage (after ``retrieval_quality.py --dataset D --work W`` has built and indexed each benchmark)::
+
+    python benchmarks/heldout.py --bench bird=../shared/bench/bird:/tmp/h14a_bird \\
+        --bench spider=../shared/bench/spider-train:/tmp/h14a_spider [--folds 5] [--max-train 5000]
+
+All databases of all benchmarks are split into ``--folds`` database-grouped folds (each benchmark's
+databases dealt round-robin, so every fold holds some of each). Per fold the four ranking stages
+(``ranking_fit.pipeline``) are fitted on the other folds' questions (BIRD with its evidence and
+with it blanked, Spider in both wordings; at most ``--max-train`` questions, drawn at random) and
+applied to this fold's. Every figure is then computed over held-out outputs only, per benchmark
+and per wording:
+
+- ``budget``: the shipped defaults (``RetrieverConfig``: the recall targets);
+- ``table_curve`` / ``column_curve``: the recall/size curve over several targets;
+- ``fixed_cutoffs``: the previous fixed cut-offs (``recall_target`` None);
+- ``plain_dense``: one MiniLM vector per table (its table chunk), cosine to the question, top-k
+  tables with all their columns.
+
+Routing and latency need the live retriever over all of a benchmark's databases indexed
+together; ``retrieval_quality.py`` measures them (routing has no weights fitted on a benchmark).
+Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+from ranking_fit import Row, build_rows, load_databases, load_questions, measure, pipeline, plain_dense
+
+TABLE_TARGETS = (0.5, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98)
+COLUMN_TARGETS = (0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+PLAIN_K = (1, 2, 3, 5)
+
+
+def load_benchmark(name: str, dataset: Path, work: Path, embed) -> list[Row]:  # type: ignore[no-untyped-def]
+    """Rows for every question of one indexed benchmark (BIRD also with its evidence blanked)."""
+    from nl2sql_assets.config import Settings
+    from nl2sql_assets.schema.store import build_schema_store
+
+    os.environ["NL2SQL_HOME"] = str(work.absolute() / "home")
+    store = build_schema_store(Settings.from_env())
+    try:
+        dbs = load_databases(store, embed, name)
+    finally:
+        store.close()
+    questions = load_questions(dataset, name)
+    if any(q.get("evidence") for q in questions):
+        questions += load_questions(dataset, name, blank_evidence=True)
+    return build_rows([q for q in questions if q["db"] in dbs], dbs, embed)
+
+
+def folds_of(rows: list[Row], k: int) -> list[set[str]]:
+    """Database-grouped folds; each benchmark's databases dealt round-robin after a seeded shuffle."""
+    folds: list[set[str]] = [set() for _ in range(k)]
+    by_bench: dict[str, list[str]] = defaultdict(list)
+    for db in sorted({str(r["db"]) for r in rows}):
+        by_bench[db.split("/", 1)[0]].append(db)
+    offset = 0
+    for bench in sorted(by_bench):
+        names = by_bench[bench]
+        random.Random(bench).shuffle(names)
+        for i, db in enumerate(names):
+            folds[(i + offset) % k].add(db)
+        offset += len(names)
+    return folds
+
+
+def groups(rows: list[Row]) -> dict[str, list[Row]]:
+    out: dict[str, list[Row]] = defaultdict(list)
+    for r in rows:
+        out[f"{r['bench']}/{r['wording']}"].append(r)
+    return dict(sorted(out.items()))
+
+
+def report(rows: list[Row], table_target: float | None = None, column_target: float | None = None) -> dict[str, object]:
+    """All held-out figures per benchmark and wording."""
+    from nl2sql_assets.retrieval.models import RetrieverConfig
+
+    cfg = RetrieverConfig()
+    tt = cfg.recall_target if table_target is None else table_target
+    ct = cfg.column_recall_target if column_target is None else column_target
+    out: dict[str, object] = {}
+    for name, part in groups(rows).items():
+        out[name] = {
+            "questions": len(part),
+            "databases": len({r["db"] for r in part}),
+            "budget": {"recall_target": tt, "column_recall_target": ct,
+                       **measure(part, recall_target=tt, column_recall_target=ct)},
+            "table_curve": [{"recall_target": t, **measure(part, recall_target=t, column_recall_target=ct)}
+                            for t in TABLE_TARGETS],
+            "column_curve": [{"column_recall_target": c, **measure(part, recall_target=tt, column_recall_target=c)}
+                             for c in COLUMN_TARGETS],
+            "fixed_cutoffs": measure(part, recall_target=None, column_recall_target=None),
+            "plain_dense": {f"top{k}": plain_dense(part, k) for k in PLAIN_K},
+        }
+    return out
+
+
+def run_folds(rows: list[Row], k: int, max_train: int, iters: int) -> None:
+    """Write held-out outputs into every row: fold by fold, fit on the rest, apply to the fold."""
+    rng = random.Random(13)
+    held: dict[int, dict[str, object]] = {}
+    for i, fold in enumerate(folds_of(rows, k)):
+        test = [r for r in rows if r["db"] in fold]
+        train = [r for r in rows if r["db"] not in fold]
+        if len(train) > max_train:
+            train = rng.sample(train, max_train)
+        t0 = time.perf_counter()
+        pipeline(train, test, iters=iters)
+        held.update({id(r): {key: r[key] for key in ("cl", "tx", "tp", "wp")} for r in test})
+        print(f"fold {i + 1}/{k}: {len(fold)} databases, {len(test)} held-out questions, "
+              f"fitted on {len(train)} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    for r in rows:
+        r.update(held[id(r)])
+
+
+def parse_bench(spec: str) -> tuple[str, Path, Path]:
+    """``name=DATASET:WORK`` -> (name, dataset, work)."""
+    try:
+        name, rest = spec.split("=", 1)
+        dataset, work = rest.split(":", 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--bench {spec!r}: expected NAME=DATASET_DIR:WORK_DIR") from None
+    return name, Path(dataset), Path(work)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bench", type=parse_bench, action="append", required=True,
+                        help="NAME=DATASET_DIR:WORK_DIR (repeatable; the work folder retrieval_quality.py indexed)")
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--max-train", type=int, default=5000, help="training questions per fold (random draw)")
+    parser.add_argument("--iters", type=int, default=1500, help="optimizer steps per logistic fit")
+    parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    parser.add_argument("--save", type=Path, default=None, help="save the held-out outputs (npz) for --load")
+    parser.add_argument("--load", type=Path, default=None,
+                        help="reuse saved held-out outputs instead of fitting (same benchmarks, same order)")
+    parser.add_argument("--weights", action="store_true",
+                        help="then fit on all databases (at most --max-train questions) and print the weights "
+                             "as ranking.py holds them (what fit_ranking_weights.py prints)")
+    args = parser.parse_args(argv)
+
+    from nl2sql_assets.config import Settings
+    from nl2sql_assets.indexing.embeddings import build_embedding_service
+
+    t0 = time.perf_counter()
+    rows: list[Row] = []
+    embed = None
+    for name, dataset, work in args.bench:
+        os.environ["NL2SQL_HOME"] = str(work.absolute() / "home")
+        embed = embed or build_embedding_service(Settings.from_env())
+        rows += load_benchmark(name, dataset, work, embed)
+        print(f"{name}: {len(rows)} rows so far ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    keys = ("cl", "tx", "tp", "wp")
+    if args.load:
+        saved = np.load(args.load, allow_pickle=True)
+        for i, r in enumerate(rows):
+            r.update({k: saved[f"{k}{i}"] for k in keys})
+    else:
+        run_folds(rows, args.folds, args.max_train, args.iters)
+    if args.save:
+        np.savez(args.save, **{f"{k}{i}": r[k] for i, r in enumerate(rows) for k in keys})
+    out = {"folds": args.folds, "max_train": args.max_train, "questions": len(rows),
+           "held_out": report(rows), "seconds": round(time.perf_counter() - t0, 1)}
+    text = json.dumps(out, indent=2)
+    if args.out:
+        args.out.write_text(text, encoding="utf-8")
+    print(text)
+    if args.weights:
+        train = random.Random(13).sample(rows, args.max_train) if len(rows) > args.max_train else rows
+        for name, model in pipeline(train, [], iters=args.iters).items():
+            weights = ", ".join(f"{w:.4f}" for w in model.weights)
+            print(f"{name.upper()}_MODEL = LinearModel(weights=({weights},), bias={model.bias:.4f})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

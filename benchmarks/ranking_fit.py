@@ -1,0 +1,271 @@
+"""The ranking fit as a library: question rows with the product's features, the four stacked
+logistic stages, and the selection measured on given rows.
+
+Shared by ``fit_ranking_weights.py`` (prints the shipped weights), ``heldout.py`` (fits per
+database-grouped fold, measures on the held-out databases) and ``fit_confidence.py``.
+
+A row is one question asked of one database: the product's column features
+(``ranking.column_features``) computed from the indexed snapshot, with each query text's
+similarities cut to its top ``dense_k`` chunks as retrieval sees them (:func:`as_retrieved`), the
+gold labels, and (for the plain dense baseline) the question's cosine to one vector per table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+# one BLAS thread: on this shared 2-core machine threaded BLAS spins and runs the fits ~10x slower
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+from nl2sql_assets.retrieval import ranking as R
+from nl2sql_assets.retrieval.entity_kinds import EntityKinds
+from nl2sql_assets.retrieval.ranking import FLOOR_MARGIN, DenseScores
+
+FOLDS = 3  # inner database-grouped folds for out-of-fold stacking
+FREE = {"is_pk", "is_join_key", "degree", "out_degree", "log_columns", "neighbour_max", "neighbour_sum",
+        "between_top2"}
+Row = dict[str, object]
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, nonneg: list[bool], c: float = 1.0, iters: int = 3000,
+                 lr: float = 0.05) -> tuple[np.ndarray, float]:
+    """L2 logistic regression (penalty 1/(C n)) with ``w[j] >= 0`` where ``nonneg[j]``; Adam + projection."""
+    n, d = x.shape
+    mu, sd = x.mean(0), x.std(0)
+    sd[sd < 1e-9] = 1.0
+    z = (x - mu) / sd
+    w, b = np.zeros(d), 0.0
+    m, v = np.zeros(d + 1), np.zeros(d + 1)
+    lam = 1.0 / (c * n)
+    mask = np.asarray(nonneg, bool)
+    for t in range(1, iters + 1):
+        p = 1 / (1 + np.exp(-(z @ w + b)))
+        g = np.empty(d + 1)
+        g[:d] = z.T @ (p - y) / n + lam * w * sd ** 2
+        g[d] = (p - y).mean()
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        step = lr * (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
+        w -= step[:d]
+        b -= step[d]
+        w[mask] = np.maximum(w[mask], 0.0)
+    return w / sd, float(b - (mu / sd) @ w)
+
+
+def top_k_with_floor(tables: np.ndarray, columns: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per query text, the ``k`` most similar table and column chunks keep their similarity and
+    every other chunk gets the row's floor (the smallest kept one - ``FLOOR_MARGIN``): what the
+    retriever builds from the vector store's top-``k`` hits (``SchemaRetriever._dense_scores``)."""
+    both = np.concatenate([tables, columns], axis=1)
+    out = both.copy()
+    k = min(k, both.shape[1])
+    for r in range(both.shape[0]):
+        keep = np.argpartition(-both[r], k - 1)[:k]
+        out[r].fill(both[r, keep].min() - FLOOR_MARGIN)
+        out[r, keep] = both[r, keep]
+    return out[:, :tables.shape[1]], out[:, tables.shape[1]:]
+
+
+def as_retrieved(seg_tables: np.ndarray, seg_columns: np.ndarray, ent_tables: np.ndarray, ent_columns: np.ndarray,
+                 k: int, kinds: EntityKinds | None = None) -> DenseScores:
+    """Exact similarities cut to what retrieval sees (:func:`top_k_with_floor`), as ``DenseScores``.
+
+    The models are fitted on these, not on the exact similarities of every chunk: a chunk outside
+    the top ``k`` reaches them only as the floor, and a model fitted on exact values over-trusts
+    the second-best columns of a big table it will never see.
+    """
+    tables, columns = top_k_with_floor(seg_tables, seg_columns, k)
+    entities = top_k_with_floor(ent_tables, ent_columns, k)[1] if ent_columns.shape[0] else ent_columns
+    return DenseScores(tables=tables, columns=columns, entities=entities, kinds=kinds or EntityKinds.none())
+
+
+def load_questions(dataset: Path, bench: str, *, blank_evidence: bool = False) -> list[Row]:
+    """The benchmark's questions with ``bench``, ``wording`` and ``db`` (``bench/db_id``) set.
+
+    BIRD rows have no ``wording``: they get ``evidence`` (or ``no_evidence`` with the evidence
+    blanked, how most users ask); Spider rows keep theirs (``original`` / ``synonyms``).
+    """
+    out = []
+    for line in (dataset / "questions.jsonl").read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        q = json.loads(line)
+        q["bench"] = bench
+        q["datasource"] = str(q["db_id"]).lower()
+        q["db"] = f"{bench}/{q['datasource']}"
+        if "wording" not in q:
+            q["wording"] = "no_evidence" if blank_evidence or not q.get("evidence") else "evidence"
+        if blank_evidence:
+            q["evidence"] = ""
+        out.append(q)
+    return out
+
+
+def _embed_all(embed, texts: Iterable[str], batch: int = 256) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
+    unique = list(dict.fromkeys(texts))
+    out: dict[str, np.ndarray] = {}
+    for start in range(0, len(unique), batch):
+        part = unique[start:start + batch]
+        for text, vec in zip(part, embed.embed_documents(part).vectors, strict=True):
+            out[text] = vec
+    return out
+
+
+def load_databases(store, embed, bench: str) -> dict[str, Row]:  # type: ignore[no-untyped-def]
+    """Per indexed snapshot (key ``bench/datasource``): schema index, chunk vectors, names."""
+    from nl2sql_assets.indexing.chunk_builder import build_chunks
+
+    dbs: dict[str, Row] = {}
+    for ds in store.list_datasources():
+        snap = store.get_snapshot(ds)
+        chunks = build_chunks(snap).chunks
+        ttext = {c.table: c.get_page_content() for c in chunks if c.type == "schema.table"}
+        ctext = {(c.table, c.column): c.get_page_content() for c in chunks if c.type == "schema.column"}
+        dbs[f"{bench}/{ds}"] = {
+            "index": R.build_schema_index(snap),
+            "tv": embed.embed_documents([ttext[t.name] for t in snap.tables]).vectors,
+            "cv": embed.embed_documents([ctext[(t.name, c.name)] for t in snap.tables for c in t.columns]).vectors,
+            "keys": [f"{t.name}.{c.name}".lower() for t in snap.tables for c in t.columns],
+            "tables": [t.name.lower() for t in snap.tables],
+        }
+    return dbs
+
+
+def build_rows(questions: list[Row], dbs: dict[str, Row], embed) -> list[Row]:  # type: ignore[no-untyped-def]
+    """One row per question: terms, dense scores as retrieved, column features, labels, baseline cosines."""
+    from nl2sql_assets.retrieval.entity_kinds import EntityKindScorer
+    from nl2sql_assets.retrieval.lexical import build_query_terms
+    from nl2sql_assets.retrieval.models import RetrieverConfig
+
+    kinds = EntityKindScorer(embed.embed_queries)
+    k = RetrieverConfig().dense_k
+    terms = [build_query_terms(str(q["question"]), str(q.get("evidence") or "") or None) for q in questions]
+    vec = _embed_all(embed, (s for t in terms for s in (*t.segments, *t.entities)))
+    rows = []
+    for q, t in zip(questions, terms, strict=True):
+        d = dbs[str(q["db"])]
+        seg = np.vstack([vec[s] for s in t.segments])
+        ent = np.vstack([vec[e] for e in t.entities]) if t.entities else np.zeros((0, seg.shape[1]), np.float32)
+        dense = as_retrieved(seg @ d["tv"].T, seg @ d["cv"].T, ent @ d["tv"].T, ent @ d["cv"].T,  # type: ignore[union-attr]
+                             k, kinds.scores(ent) if len(ent) else None)
+        gold_t = {str(g).lower() for g in q["gold_tables"]}  # type: ignore[union-attr]
+        gold_c = {str(g).lower() for g in q["gold_columns"]}  # type: ignore[union-attr]
+        rows.append({"db": q["db"], "bench": q["bench"], "wording": q["wording"], "d": d, "terms": t,
+                     "dense": dense, "cx": R.column_features(d["index"], t, dense),  # type: ignore[arg-type]
+                     "cy": np.array([c in gold_c for c in d["keys"]], float),  # type: ignore[union-attr]
+                     "ty": np.array([n in gold_t for n in d["tables"]], float),  # type: ignore[union-attr]
+                     "plain": seg[0] @ d["tv"].T,  # type: ignore[union-attr]
+                     "gold_tables": gold_t, "gold_columns": gold_c})
+    return rows
+
+
+def _fit(names: tuple[str, ...], xs: list[np.ndarray], ys: list[np.ndarray], iters: int) -> R.LinearModel:
+    w, b = fit_logistic(np.vstack(xs), np.concatenate(ys), [n not in FREE for n in names], iters=iters)
+    return R.LinearModel(tuple(float(v) for v in w), b)
+
+
+def pipeline(train: list[Row], apply: list[Row], iters: int = 3000) -> dict[str, R.LinearModel]:
+    """Fit the four stages on ``train`` and write their outputs (``cl``, ``tx``, ``tp``, ``wp``)
+    into ``apply``. Each stage is fitted on out-of-fold outputs of the stages before it (the
+    column model's logits for a training question come from a model fitted without its
+    database, :data:`FOLDS` database-grouped folds): on a new database the later stages see
+    estimates that were not fitted on it."""
+    vh = R.COLUMN_FEATURES.index("value_hit")
+    names = sorted({str(r["db"]) for r in train})
+    random.Random(0).shuffle(names)
+    folds = [set(names[i::FOLDS]) for i in range(FOLDS)]
+
+    def column_logit(model: R.LinearModel, r: Row) -> np.ndarray:
+        return model.logit(r["cx"]) + R.VALUE_HIT_WEIGHT * r["cx"][:, vh]  # type: ignore[index,call-overload,arg-type]
+
+    def stage(feats: tuple[str, ...], x: str, y: str, out: str,
+              predict: Callable[[R.LinearModel, Row], np.ndarray]) -> R.LinearModel:
+        model = _fit(feats, [r[x] for r in train], [r[y] for r in train], iters)  # type: ignore[misc]
+        for r in apply:
+            r[out] = predict(model, r)
+        for fold in folds:
+            inner = [r for r in train if r["db"] not in fold]
+            held = _fit(feats, [r[x] for r in inner], [r[y] for r in inner], iters)  # type: ignore[misc]
+            for r in train:
+                if r["db"] in fold:
+                    r[out] = predict(held, r)
+        return model
+
+    seen = {id(r) for r in train}
+    both = train + [r for r in apply if id(r) not in seen]
+    models = {"column": stage(R.COLUMN_FEATURES, "cx", "cy", "cl", column_logit)}
+    for r in both:
+        r["tx"] = R.table_features(r["d"]["index"], r["terms"], r["dense"], r["cx"], r["cl"])  # type: ignore[index,arg-type]
+    models["table"] = stage(R.TABLE_FEATURES, "tx", "ty", "first", lambda m, r: m.prob(r["tx"]))  # type: ignore[arg-type]
+    for r in both:
+        r["xx"] = R.context_features(r["d"]["index"], r["first"], r["tx"], r["terms"])  # type: ignore[index,arg-type]
+    models["context"] = stage(R.CONTEXT_FEATURES + R.TABLE_FEATURES, "xx", "ty", "tp",
+                              lambda m, r: m.prob(r["xx"]))  # type: ignore[arg-type]
+    for r in both:
+        r["wx"] = R.within_features(r["d"]["index"], r["cx"], r["cl"], r["tp"], r["terms"])  # type: ignore[index,arg-type]
+    in_gold = [np.isin(r["d"]["index"].lexical.column_table_arr, np.flatnonzero(r["ty"])) for r in train]  # type: ignore[index,arg-type]
+    models["within"] = _fit(R.WITHIN_FEATURES, [r["wx"][m] for r, m in zip(train, in_gold)],  # type: ignore[index]
+                            [r["cy"][m] for r, m in zip(train, in_gold)], iters)  # type: ignore[index]
+    for r in apply:
+        r["wp"] = models["within"].prob(r["wx"])  # type: ignore[arg-type]
+    return models
+
+
+def selection_sets(r: Row, **cut: object) -> tuple[set[str], set[str]]:
+    """The tables and ``table.column`` keys ``ranking.select`` sends for a row with fitted outputs.
+
+    ``cut`` holds ``recall_target`` / ``column_recall_target`` (the budget) or ``table_threshold``
+    / ``column_cost`` (fixed cut-offs); missing ones come from ``RetrieverConfig()``.
+    """
+    from nl2sql_assets.retrieval.models import RetrieverConfig
+
+    cfg = RetrieverConfig().model_copy(update=cut)
+    d = r["d"]
+    n = len(d["keys"])  # type: ignore[index]
+    scores = R.SchemaScores(table_prob=r["tp"], column_logit=r["cl"], column_prob=r["cl"],  # type: ignore[arg-type]
+                            within_prob=r["wp"], column_features=r["cx"], table_features=r["tx"])  # type: ignore[arg-type]
+    sel = R.select(d["index"], scores, table_threshold=cfg.table_threshold, max_tables=cfg.max_tables,  # type: ignore[index]
+                   column_threshold=1 - math.exp(-cfg.column_cost / n), min_columns=cfg.min_columns_per_table,
+                   primary_keys=True, recall_target=cfg.recall_target, column_recall_target=cfg.column_recall_target)
+    tables = {d["tables"][t] for t in sel.tables}  # type: ignore[index]
+    columns = {d["keys"][c] for cs in sel.columns.values() for c in cs}  # type: ignore[index]
+    return tables, columns
+
+
+def measure(rows: list[Row], **cut: object) -> dict[str, float]:
+    """Every gold table / column found, tables sent and the share of columns sent, averaged."""
+    ok_t = ok_c = sent = share = 0.0
+    for r in rows:
+        tables, columns = selection_sets(r, **cut)
+        ok_t += r["gold_tables"] <= tables  # type: ignore[operator]
+        ok_c += r["gold_columns"] <= columns  # type: ignore[operator]
+        sent += len(tables)
+        share += len(columns) / len(r["d"]["keys"])  # type: ignore[index]
+    k = max(1, len(rows))
+    return {"every_gold_table": round(ok_t / k, 4), "avg_tables_sent": round(sent / k, 3),
+            "every_gold_column": round(ok_c / k, 4), "avg_column_share_sent": round(share / k, 4)}
+
+
+def plain_dense(rows: list[Row], k: int) -> dict[str, float]:
+    """The baseline: the ``k`` tables whose one vector is most like the question's, all their columns."""
+    ok_t = ok_c = sent = share = 0.0
+    for r in rows:
+        d = r["d"]
+        top = np.argsort(-r["plain"], kind="stable")[:k]  # type: ignore[call-overload]
+        tables = {d["tables"][t] for t in top}  # type: ignore[index]
+        columns = {key for key in d["keys"] if key.split(".", 1)[0] in tables}  # type: ignore[union-attr,attr-defined]
+        ok_t += r["gold_tables"] <= tables  # type: ignore[operator]
+        ok_c += r["gold_columns"] <= columns  # type: ignore[operator]
+        sent += len(tables)
+        share += len(columns) / len(d["keys"])  # type: ignore[index]
+    n = max(1, len(rows))
+    return {"every_gold_table": round(ok_t / n, 4), "avg_tables_sent": round(sent / n, 3),
+            "every_gold_column": round(ok_c / n, 4), "avg_column_share_sent": round(share / n, 4)}
