@@ -262,3 +262,42 @@ def test_two_chunks_with_one_id_name_both_objects() -> None:
     twice = [MetricDefinition(name="revenue", definition="sum(t.a)")] * 2
     with pytest.raises(ValueError, match="metric 'revenue' and metric 'revenue' would share"):
         build_chunks(_snapshot([Table(name="t", columns=[Column(name="a")])], metrics=twice))
+
+
+def test_a_foreign_key_declared_twice_is_one_relationship_chunk() -> None:
+    """Spider's ``solvency_ii`` declares ``Assets_in_Events(Event_ID) -> Events(Event_ID)`` twice;
+    the database accepts it, so indexing must too (one chunk, not a chunk-id clash)."""
+    fk = ForeignKey(columns=["event_id"], ref_table="events", ref_columns=["event_id"])
+    tables = [Table(name="events", primary_key=["event_id"], columns=[Column(name="event_id", type_family="integer")]),
+              Table(name="assets_in_events", foreign_keys=[fk, fk.model_copy()],
+                    columns=[Column(name="event_id", type_family="integer")])]
+    snap = SchemaSnapshot.create(DatasourceInfo(id="dup", dialect="sqlite"), tables, CAPTURED).with_version(
+        "20260102030405_0badc0de")
+    rels = [c for c in build_chunks(snap).chunks if c.type == "schema.relationship"]
+    assert len(rels) == 1 and rels[0].id.endswith("rel:assets_in_events(event_id)->events(event_id)")
+
+
+def test_a_digest_that_looks_like_a_card_number_does_not_block_a_chunk_set(snap: SchemaSnapshot) -> None:
+    """About one SHA-256 digest in 20,000 holds a digit run that passes a card number's issuer range
+    and Luhn check (``2632170365579328`` here): the blocking PII check must not read the product's
+    own digests, or a large schema fails to index by chance."""
+    from nl2sql_assets.indexing.models import ChunkSet, TableChunk
+    from nl2sql_assets.pipeline.verify import pii_findings
+
+    digest = "2632170365579328c1e1e26194d38b18d2a36e6a71b1b59dbf44a9b5a6fa2623"
+
+    class UnluckyChunk(TableChunk):
+        @property
+        def content_hash(self) -> str:
+            return digest
+
+    chunk_set = build_chunks(snap)
+    table = next(c for c in chunk_set.chunks if isinstance(c, TableChunk))
+    unlucky = UnluckyChunk(**table.model_dump())
+    assert unlucky.get_metadata()["content_hash"] == digest
+    clean = [c for c in chunk_set.chunks if c.id != table.id]
+    assert pii_findings(snap, ChunkSet(**{**chunk_set.model_dump(exclude={"chunks"}), "chunks": [*clean, unlucky]})) == \
+        pii_findings(snap, ChunkSet(**{**chunk_set.model_dump(exclude={"chunks"}), "chunks": clean}))
+    # the guard: the digest alone is what the text scan flags (so the first assertion means something)
+    assert pii_findings(snap, ChunkSet(**{**chunk_set.model_dump(exclude={"chunks"}),
+                                          "chunks": [unlucky.model_copy(update={"description": digest})]}))
