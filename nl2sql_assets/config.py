@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, V
 from sqlalchemy.engine.url import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
+from nl2sql_assets.dbt.config import DbtConfig
 from nl2sql_assets.errors import ConfigError
 from nl2sql_assets.urls import VAR_RE as _VAR_RE
 from nl2sql_assets.urls import expand_env, redact_text, redact_url, resolve_url, url_password, url_secrets
@@ -265,6 +266,7 @@ class DatasourceConfig(BaseModel):
     metrics: list[MetricConfig] = Field(default_factory=list)
     annotations: Annotations = Field(default_factory=Annotations)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
+    dbt: DbtConfig | None = None  # a dbt project's artifacts (nl2sql_assets/dbt/), read with the database
 
     def resolved_url(self, env: Mapping[str, str] | None = None) -> str:
         """The URL with ``${VAR}`` resolved from the environment, as text; the result holds secrets.
@@ -478,4 +480,5 @@ def load_datasources(path: Path | str) -> list[DatasourceConfig]:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(f"not valid YAML{where}: {getattr(exc, 'problem', None) or exc}",
                           source=str(path)) from None
-    return parse_datasources(data, source=str(path))
+    configs = parse_datasources(data, source=str(path))  # dbt artifact paths are relative to the file
+    return [c.model_copy(update={"dbt": c.dbt.relative_to(path.parent)}) if c.dbt else c for c in configs]

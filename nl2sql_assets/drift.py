@@ -2,7 +2,8 @@
 
 Reads structure only (``adapter.read_structure()``: no statistics, no row scans), computes
 the structural fingerprint and the metadata hash exactly as a full snapshot would
-(:meth:`SchemaSnapshot.create` over :func:`datasource_info`), and compares them with the
+(:func:`~nl2sql_assets.adapters.structure.assemble_snapshot`: the datasource info, its dbt
+project's documentation, :meth:`SchemaSnapshot.create`), and compares them with the
 latest version in the SchemaStore. Nothing is registered or written. The ``drift`` command,
 the ``index`` command and the Dagster ``schema_drift_sensor`` all call :func:`check_drift`.
 
@@ -22,8 +23,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nl2sql_assets.adapters import datasource_info, open_adapter
+from nl2sql_assets.adapters import open_adapter
 from nl2sql_assets.adapters.failures import secrets_of
+from nl2sql_assets.adapters.structure import assemble_snapshot
 from nl2sql_assets.config import DatasourceConfig, redact_text
 from nl2sql_assets.errors import DatasourceError, Nl2SqlError
 from nl2sql_assets.schema.diff import SchemaDiff, diff_snapshots
@@ -113,16 +115,16 @@ def read_live_structure(config: DatasourceConfig, captured_at: datetime) -> Sche
     """A structure-only snapshot of the live database (no statistics, no row scans).
 
     Its ``fingerprint`` and ``metadata_hash`` equal those of a full snapshot of the same
-    database (both are :meth:`SchemaSnapshot.create` over the same tables and datasource info).
+    database (both are :func:`assemble_snapshot` over the same tables: a dbt manifest counts too).
 
     Raises:
-        DatasourceError: the database cannot be read (message without the password).
+        DatasourceError: the database (or its dbt manifest) cannot be read (message without the password).
         ConfigError: a ``${VAR}`` in the URL is not set.
     """
     adapter = open_adapter(config)
     try:
         tables = adapter.read_structure()
-        return SchemaSnapshot.create(datasource_info(config, adapter.dialect), tables, captured_at)
+        return assemble_snapshot(config, adapter.dialect, tables, captured_at, [])
     finally:
         adapter.close()
 

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from nl2sql_assets.adapters.base import datasource_info
-from nl2sql_assets.adapters.pii import pii_kind_from_name
+from nl2sql_assets.adapters.pii import pii_kind_from_name, recorded_value_kind
 from nl2sql_assets.adapters.types import type_family
 from nl2sql_assets.config import Annotations, DatasourceConfig
+from nl2sql_assets.dbt.apply import apply_dbt
 from nl2sql_assets.schema.models import SchemaSnapshot, Table, TypeFamily
 
 
@@ -174,7 +175,14 @@ def unmatched_annotations(annotations: Annotations, tables: list[Table]) -> list
 
 def assemble_snapshot(config: DatasourceConfig, dialect: str, tables: list[Table], captured_at: datetime,
                       warnings: list[str]) -> SchemaSnapshot:
-    """The snapshot every adapter returns: datasource info from the config entry, sorted tables,
-    fingerprint and metadata hash, and warnings (including annotation keys that match nothing)."""
+    """The snapshot every adapter returns (and the drift check builds from a structure read):
+    datasource info from the config entry, the dbt project's documentation laid over the tables
+    (after statistics, whose top values the dbt ``accepted_values`` replace), sorted tables,
+    fingerprint and metadata hash, and warnings (annotation keys and dbt names that match nothing).
+
+    Raises:
+        DatasourceError: the datasource's dbt manifest or catalog is missing or malformed.
+    """
     notes = list(warnings) + unmatched_annotations(config.annotations, tables)
-    return SchemaSnapshot.create(datasource_info(config, dialect), tables, captured_at, notes)
+    info, tables, dbt_notes = apply_dbt(config, datasource_info(config, dialect), tables, recorded_value_kind)
+    return SchemaSnapshot.create(info, tables, captured_at, notes + dbt_notes)

@@ -18,11 +18,17 @@ from nl2sql_assets.errors import Nl2SqlError
 from nl2sql_assets.retrieval.retriever import SchemaRetriever
 
 SAMPLE_QUESTIONS = 3
+#: A question whose join only the commerce datasource's dbt project declares (a ``relationships``
+#: test from returns.order_id to orders; the database links returns to order lines only).
+DBT_QUESTION = ("Total refund amount per order status", "commerce")
 
 
 def _print_retrievals(settings: Settings) -> None:
-    """A few demo questions through the staged retriever."""
+    """The dbt-declared join, then a few demo questions, through the staged retriever."""
     with SchemaRetriever.from_settings(settings) as retriever:
+        print("a join only the commerce dbt project declares (nl2sql_assets/demo/data/commerce_dbt/):")
+        _print_dbt_join(retriever)
+        print("sample retrievals:")
         for item in DEMO_QUESTIONS[:SAMPLE_QUESTIONS]:
             try:
                 result = retriever.retrieve(item.question)
@@ -33,6 +39,20 @@ def _print_retrievals(settings: Settings) -> None:
             print(f"  {item.question}\n    -> {result.datasource or '-'}: {tables}")
 
 
+def _print_dbt_join(retriever: SchemaRetriever) -> None:
+    """One retrieval whose join comes from dbt, with each join's source, so the demo shows it."""
+    question, datasource = DBT_QUESTION
+    try:
+        result = retriever.retrieve(question, datasource=datasource)
+    except Nl2SqlError as exc:
+        print(f"  {question}\n    -> error: {exc}")
+        return
+    tables = ", ".join(t.name for t in result.tables[:5]) or "-"
+    joins = "; ".join(f"{r.from_table}({', '.join(r.from_columns)}) -> {r.to_table}({', '.join(r.to_columns)})"
+                      f" from {r.source}" for r in result.relationships) or "-"
+    print(f"  {question}\n    -> {datasource}: {tables}\n       joins: {joins}")
+
+
 def run(args: argparse.Namespace) -> int:
     settings = command_settings()
     path = Path(create_demo(settings.home, datasources_path=settings.datasources_path))
@@ -40,6 +60,5 @@ def run(args: argparse.Namespace) -> int:
     status = index_and_report(settings, [], getattr(args, "verbose", 0))
     if status != 0 or args.no_retrieve:
         return status
-    print("sample retrievals:")
     _print_retrievals(settings)
     return 0

@@ -33,7 +33,7 @@ MAX_TAG_VALUE = 63
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
 #: The modules (files or folders, under nl2sql_assets/) whose code decides each asset's data.
 CODE_FILES: dict[str, tuple[str, ...]] = {
-    names.SCHEMA_SNAPSHOT: ("adapters", "schema"),
+    names.SCHEMA_SNAPSHOT: ("adapters", "schema", "dbt"),
     names.ENRICHED_SNAPSHOT: ("indexing/enrichment.py",),
     names.SCHEMA_CHUNKS: ("indexing/chunk_builder.py", "indexing/models.py"),
     names.CHROMA_COLLECTION: ("indexing/chunk_builder.py", "indexing/models.py", "indexing/refresh_plan.py"),

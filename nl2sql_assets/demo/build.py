@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from pathlib import Path
 
 import yaml
 
-from nl2sql_assets.demo.dataset import DemoDataset, DemoSource, load_sources
+from nl2sql_assets.demo.dataset import DATA_DIR, DemoDataset, DemoSource, load_sources
 from nl2sql_assets.demo.duckdb_writer import write_duckdb
 from nl2sql_assets.demo.sqlite_writer import write_sqlite
 
@@ -47,6 +48,25 @@ def _build(source: DemoSource, target: Path) -> None:
                 sum(len(r) for r in data.rows.values()))
 
 
+def _dbt_manifest(source: DemoSource) -> Path | None:
+    """The shipped manifest of the source's dbt project (``data/<id>_dbt/``), if it has one."""
+    path = DATA_DIR / f"{source.id}_dbt" / "target" / "manifest.json"
+    return path if path.is_file() else None
+
+
+def _copy_manifest(source: DemoSource, demo_dir: Path, overwrite: bool) -> None:
+    """A copy of the dbt manifest next to the databases, where a user may edit it to see a refresh."""
+    shipped = _dbt_manifest(source)
+    if shipped is None:
+        return
+    target = demo_dir / f"{source.id}_dbt" / "manifest.json"
+    if overwrite or not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        shutil.copyfile(shipped, tmp)
+        os.replace(tmp, target)
+
+
 def _document(sources: tuple[DemoSource, ...], demo_dir: Path) -> dict[str, object]:
     entries = []
     for source in sources:
@@ -57,6 +77,8 @@ def _document(sources: tuple[DemoSource, ...], demo_dir: Path) -> dict[str, obje
             entry["annotations"] = _annotations(source.docs(), source.synonyms)
         elif source.synonyms:
             entry["annotations"] = {"synonyms": source.synonyms}
+        if _dbt_manifest(source) is not None:  # what a dbt project documents (nl2sql_assets/dbt/)
+            entry["dbt"] = {"manifest": (demo_dir / f"{source.id}_dbt" / "manifest.json").absolute().as_posix()}
         entries.append(entry)
     return {"datasources": entries}
 
@@ -91,6 +113,7 @@ def create_demo(home: Path, *, overwrite: bool = False, datasources_path: Path |
             _build(source, target)
         else:
             logger.info("demo datasource %s exists, kept", source.id)
+        _copy_manifest(source, demo_dir, overwrite)
     path = Path(datasources_path).absolute() if datasources_path else home / "datasources.yaml"
     if overwrite or not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,9 +1,11 @@
 """Structural diff between two schema snapshots (or two table lists), as data and as markdown.
 
 The diff covers exactly what the structural fingerprint covers (tables, kinds, columns with
-their declared types, nullability and order, primary/unique/foreign keys), so an empty
-diff means equal fingerprints. Documentary changes (descriptions, comments, synonyms, the
-datasource's docs) are listed separately so that a metadata-only change stays visible.
+their declared types, nullability and order, primary/unique/foreign keys the database
+declares), so an empty diff means equal fingerprints. Documentary changes (descriptions,
+comments, synonyms, the datasource's docs, and what a dbt project declares: joins from
+``relationships`` tests, accepted values) are listed separately so that a metadata-only
+change stays visible; a dbt join added or removed is one item naming both tables.
 Used by ``drift`` output and Dagster materialization metadata.
 """
 
@@ -15,7 +17,7 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from nl2sql_assets.schema.fingerprint import compute_fingerprint
+from nl2sql_assets.schema.fingerprint import compute_fingerprint, declared_values_of
 from nl2sql_assets.schema.models import Column, DatasourceInfo, ForeignKey, SchemaSnapshot, Table
 
 _TableKey = tuple[str, str]
@@ -320,10 +322,12 @@ def _diff_table(a: Table, b: Table) -> TableDiff:
     common_b = [c.name for c in b_cols if c.name in a_by]
     a_uniq = Counter(tuple(sorted(u.columns)) for u in a.unique_constraints)
     b_uniq = Counter(tuple(sorted(u.columns)) for u in b.unique_constraints)
-    a_fks = Counter(_fk_key(fk) for fk in a.foreign_keys)
-    b_fks = Counter(_fk_key(fk) for fk in b.foreign_keys)
-    fk_added = _fks_of(b.foreign_keys, b_fks - a_fks)
-    fk_removed = _fks_of(a.foreign_keys, a_fks - b_fks)
+    a_declared = [fk for fk in a.foreign_keys if fk.source == "foreign_key"]  # as the fingerprint
+    b_declared = [fk for fk in b.foreign_keys if fk.source == "foreign_key"]
+    a_fks = Counter(_fk_key(fk) for fk in a_declared)
+    b_fks = Counter(_fk_key(fk) for fk in b_declared)
+    fk_added = _fks_of(b_declared, b_fks - a_fks)
+    fk_removed = _fks_of(a_declared, a_fks - b_fks)
     pk_changed = list(a.primary_key) != list(b.primary_key)
     return TableDiff(
         table=b.qualified_name,
@@ -368,6 +372,28 @@ def _table_meta_changes(a: Table, b: Table) -> list[MetadataChange]:
         if sorted(old.synonyms) != sorted(c.synonyms):
             out.append(MetadataChange(target=target, field="synonyms", old=", ".join(sorted(old.synonyms)),
                                       new=", ".join(sorted(c.synonyms))))
+        if _declared(old) != _declared(c):
+            out.append(MetadataChange(target=target, field="accepted values (dbt)", old=_declared_text(old),
+                                      new=_declared_text(c)))
+    return out + _dbt_join_changes(a, b)
+
+
+def _declared(c: Column) -> str | None:
+    return declared_values_of(c.stats.note if c.stats else None)
+
+
+def _declared_text(c: Column) -> str | None:
+    return ", ".join(c.stats.top_values) if c.stats and _declared(c) else None
+
+
+def _dbt_join_changes(a: Table, b: Table) -> list[MetadataChange]:
+    """dbt ``relationships`` joins added or removed: documentation, but they move the join graph."""
+    old = Counter(_fk_key(fk) for fk in a.foreign_keys if fk.source == "dbt")
+    new = Counter(_fk_key(fk) for fk in b.foreign_keys if fk.source == "dbt")
+    out = [MetadataChange(target=b.qualified_name, field=f"dbt join added {_fk(fk)}", new=_fk(fk))
+           for fk in _fks_of([f for f in b.foreign_keys if f.source == "dbt"], new - old)]
+    out += [MetadataChange(target=b.qualified_name, field=f"dbt join removed {_fk(fk)}", old=_fk(fk))
+            for fk in _fks_of([f for f in a.foreign_keys if f.source == "dbt"], old - new)]
     return out
 
 

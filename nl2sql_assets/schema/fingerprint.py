@@ -20,6 +20,9 @@ if TYPE_CHECKING:  # annotations only: models imports this module (SchemaSnapsho
     from nl2sql_assets.schema.models import DatasourceInfo, Table
 
 VERSION_TIME_FORMAT = "%Y%m%d%H%M%S"
+#: How ``ColumnStats.note`` starts for a column whose values a documentation source declares
+#: (dbt ``accepted_values``); the digest after it is part of the metadata hash, statistics are not.
+DECLARED_VALUES_NOTE = "declared values (dbt accepted_values"
 _VERSION_RE = re.compile(r"[0-9]{14}_[0-9a-f]{8}")
 
 
@@ -73,22 +76,51 @@ def compute_fingerprint(tables: Iterable[Table]) -> str:
     return sha256_hex(canonical_json(structure_of(tables)))
 
 
+def declared_values_note(values: Iterable[str]) -> str:
+    """The ``stats.note`` marker of declared values: their digest, so the hash sees a change.
+
+    >>> declared_values_note(["paid", "open"])
+    'declared values (dbt accepted_values 1fa5a549)'
+    """
+    return f"{DECLARED_VALUES_NOTE} {sha256_hex(canonical_json(list(values)))[:8]})"
+
+
+def declared_values_of(note: str | None) -> str | None:
+    """The declared-values marker a ``stats.note`` starts with, if any."""
+    if not note or not note.startswith(DECLARED_VALUES_NOTE):
+        return None
+    return note.split(";", 1)[0]
+
+
+def _documentary_table(t: Table) -> dict[str, object]:
+    """A table's documentary part. Keys for dbt joins and declared values appear only when there
+    are some, so the hash of a datasource without dbt is what it always was."""
+    columns: list[list[object]] = []
+    for c in t.columns:
+        row: list[object] = [c.name, c.comment, c.description, sorted(c.synonyms)]
+        if (declared := declared_values_of(c.stats.note if c.stats else None)) is not None:
+            row.append(declared)
+        columns.append(row)
+    doc: dict[str, object] = {"t": t.qualified_name, "comment": t.comment, "description": t.description,
+                              "columns": columns}
+    dbt_fks = sorted([fk.columns, fk.ref_schema or "", fk.ref_table, fk.ref_columns]
+                     for fk in t.foreign_keys if fk.source == "dbt")
+    if dbt_fks:
+        doc["dbt_fks"] = dbt_fks
+    return doc
+
+
 def compute_metadata_hash(datasource: DatasourceInfo, tables: Iterable[Table]) -> str:
-    """sha256 of everything documentary: descriptions, comments, synonyms, the datasource's docs and metrics.
+    """sha256 of everything documentary: descriptions, comments, synonyms, the datasource's docs and
+    metrics, and what a dbt project declares (joins from ``relationships`` tests, accepted values).
 
     PII flags are left out: value-based flags depend on sampled data, and a drift check reads
     structure only, so including them would make a cheap check disagree with a full snapshot.
+    Joins inferred from data are left out for the same reason.
     """
     doc = {
         "datasource": datasource.model_dump(mode="json", exclude={"id", "dialect", "default_schema"}),
-        "tables": [
-            {
-                "t": t.qualified_name, "comment": t.comment, "description": t.description,
-                "columns": [[c.name, c.comment, c.description, sorted(c.synonyms)]
-                            for c in t.columns],
-            }
-            for t in canonical_tables(tables)
-        ],
+        "tables": [_documentary_table(t) for t in canonical_tables(tables)],
     }
     return sha256_hex(canonical_json(doc))
 

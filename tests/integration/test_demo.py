@@ -48,6 +48,10 @@ def test_datasources_file_is_valid_and_names_every_demo(demo_home: Path) -> None
         assert config.description and config.domains and config.example_questions and config.metrics
         assert Path(db_path(config.url)).is_file()
         assert Path(db_path(config.url)).is_absolute()
+    # the commerce entry names a copy of its dbt project's manifest next to the databases
+    assert by_id["commerce"].dbt is not None and by_id["commerce"].dbt.manifest.is_file()
+    assert by_id["commerce"].dbt.manifest == demo_home / "demo" / "commerce_dbt" / "manifest.json"
+    assert by_id["hr"].dbt is None
 
 
 def test_at_least_25_tables_with_rows(demo_home: Path) -> None:
@@ -205,8 +209,10 @@ def test_adapters_read_the_demo(demo_home: Path) -> None:
 
     commerce, hr = snapshots["commerce"], snapshots["hr"]
     returns = commerce.table("returns")
-    assert returns is not None and [(fk.columns, fk.ref_table, fk.ref_columns) for fk in returns.foreign_keys] == [
-        (["order_id", "line_no"], "order_items", ["order_id", "line_no"])]
+    assert returns is not None and [(fk.columns, fk.ref_table, fk.ref_columns, fk.source)
+                                    for fk in returns.foreign_keys] == [
+        (["order_id", "line_no"], "order_items", ["order_id", "line_no"], "foreign_key"),
+        (["order_id"], "orders", ["order_id"], "dbt")]  # the demo's dbt project declares the second
     orders = commerce.table("orders")
     assert orders is not None and orders.comment and orders.row_count == 1500
     assert sorted(fk.columns[0] for fk in orders.foreign_keys if fk.ref_table == "addresses") == [
@@ -222,6 +228,14 @@ def test_adapters_read_the_demo(demo_home: Path) -> None:
                      ("hr", "employees", "iban"), ("hr", "employees", "work_email"),
                      ("hr", "employees", "national_id"), ("support", "contacts", "email")]:
         assert expected in flagged, expected
+    # the commerce dbt project: descriptions over the comments, values, metrics, domains, a warning
+    assert returns.text == "Returned order lines (RMAs) and their refunds, one row per return request"
+    assert returns.comment == "Returned order lines and their refunds"
+    assert commerce.table("shipments").column("carrier").stats.top_values == ["DHL", "UPS", "PostNL", "FedEx"]
+    assert {"booked_revenue", "monthly_revenue_total"} <= {m.name for m in commerce.datasource.metrics}
+    assert commerce.datasource.domains == ["commerce", "sales", "logistics", "after_sales"]
+    assert commerce.warnings == ["dbt model 'model.commerce.metricflow_time_spine' "
+                                 "(commerce.main.metricflow_time_spine) matches no table"]
     for s in snapshots.values():
         for t in s.tables:
             for c in t.columns:
