@@ -177,22 +177,21 @@ class StaleVersionError(Nl2SqlError):
         self.latest_version = latest_version
 
 
-class UncheckedChunksError(Nl2SqlError):
+class VersionRefusedError(Nl2SqlError):
+    """A version that publishing refuses to make live; the message says why."""
+
+    def __init__(self, datasource_id: str, schema_version: str, message: str) -> None:
+        super().__init__(f"datasource '{datasource_id}' version '{schema_version}': {message}")
+        self.datasource_id = datasource_id
+        self.schema_version = schema_version
+
+
+class UncheckedChunksError(VersionRefusedError):
     """A chunk set the blocking checks would refuse, or one other than the set they approved."""
 
-    def __init__(self, datasource_id: str, schema_version: str, message: str) -> None:
-        super().__init__(f"datasource '{datasource_id}' version '{schema_version}': {message}")
-        self.datasource_id = datasource_id
-        self.schema_version = schema_version
 
-
-class QualityGateError(Nl2SqlError):
+class QualityGateError(VersionRefusedError):
     """A version whose gold questions fail under ``severity: block``: it is not made live."""
-
-    def __init__(self, datasource_id: str, schema_version: str, message: str) -> None:
-        super().__init__(f"datasource '{datasource_id}' version '{schema_version}': {message}")
-        self.datasource_id = datasource_id
-        self.schema_version = schema_version
 
 
 class InstanceStorageError(Nl2SqlError):
