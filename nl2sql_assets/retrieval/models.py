@@ -124,7 +124,8 @@ class RetrieverConfig(_Frozen):
             weights were fitted on similarities cut at this k, so changing it moves the figures.
         live_version_ttl_s: how long the vector store's live versions are reused (a re-index
             becomes visible to retrieval within this time; 0 reads them for every call).
-        route_candidates: how many datasources routing scores in full.
+        route_candidates: how many datasources routing scores in full (``routing.ROUTE_MODEL`` was
+            fitted with 12; its lexical features compare the candidates with each other).
         route_k: vector hits per query text that routing looks at.
         infer_joins: join tables on same-named key columns where no foreign key is declared.
         cache_size: (datasource, version) indexes kept in memory.
@@ -139,7 +140,7 @@ class RetrieverConfig(_Frozen):
     small_schema_columns: int = Field(default=0, ge=0)
     dense_k: int = Field(default=60, ge=1)
     live_version_ttl_s: float = Field(default=2.0, ge=0.0)
-    route_candidates: int = Field(default=4, ge=1)
+    route_candidates: int = Field(default=12, ge=1)
     route_k: int = Field(default=40, ge=1)
     infer_joins: bool = True
     cache_size: int = Field(default=64, ge=1)

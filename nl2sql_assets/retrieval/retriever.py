@@ -66,7 +66,7 @@ from nl2sql_assets.retrieval.models import (
 )
 from nl2sql_assets.retrieval.prefetch import Target, prefetch_routes, prefetch_schemas
 from nl2sql_assets.retrieval.query import Query, build_semantic_query, embed_queries
-from nl2sql_assets.retrieval.routing import DatasourceRouter
+from nl2sql_assets.retrieval.routing import DatasourceRouter, RouteCandidates
 from nl2sql_assets.retrieval.schema_cache import CachedSchema, SchemaCache
 from nl2sql_assets.retrieval.vector_search import SCHEMA_CHUNKS, LiveVersions, VectorSearch
 from nl2sql_assets.schema.protocol import SchemaStore
@@ -177,6 +177,26 @@ class SchemaRetriever:
             results.append(result.model_copy(update={"timings_ms": dict(q.timings)}))
         log.debug("retrieved %d questions in %.1f ms", len(requests), (perf_counter() - started) * 1000)
         return results
+
+    def route_candidates(self, requests: Sequence[RetrievalRequest], count: int | None = None) -> list[RouteCandidates]:
+        """Routing's candidates and their feature rows for questions without a datasource, by the
+        path :meth:`retrieve_batch` takes (``benchmarks/fit_routing.py`` fits ``ROUTE_MODEL`` on them)."""
+        queries = [build_semantic_query(r) for r in requests]
+        for q in queries:
+            self._check_scope(q.request)
+        embed_queries(queries, self.embeddings)
+        live: LiveVersions = {}
+        for q in queries:
+            self._search.live_versions(q.request.tenant, live, q)
+        prefetch_routes(queries, live, schema_store=self.schema_store, search=self._search, config=self.config)
+        out = []
+        for q in queries:
+            found = self._router.candidates(q, live[q.request.tenant][0], count)
+            if found is None:
+                raise UnknownTenantError(q.request.tenant) if q.request.tenant else RetrievalError(
+                    "no datasource is registered in the schema store (run `nl2sql-assets index`)")
+            out.append(found)
+        return out
 
     # ------------------------------------------------------------------ scope checks
 

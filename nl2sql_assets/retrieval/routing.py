@@ -1,17 +1,25 @@
 """Stage 2, routing: which of the visible datasources a question without one is about.
 
 One vector search over the tenant's datasource, table and column chunks (one per tenant for
-a whole batch: :func:`nl2sql_assets.retrieval.prefetch.prefetch_routes`). Datasources are ranked by
-the mean over query texts of their best hit plus their best table (or datasource) hit; the
-best few (``RetrieverConfig.route_candidates``) are re-scored with lexical evidence: an
-identifier the question names, and the vocabulary it shares with each, weighted by how few
-candidates share each word. With the vector store down, every visible datasource is ranked by
-words alone and the caller returns the best one's full schema.
+a whole batch: :func:`nl2sql_assets.retrieval.prefetch.prefetch_routes`) gives every datasource
+its dense evidence (:func:`route_dense`: per query text its best hit, its best table or
+datasource hit, its share of all hits). The best few by dense evidence
+(``RetrieverConfig.route_candidates``) are then scored in full by a small logistic model
+(:data:`ROUTE_MODEL` over :data:`ROUTE_FEATURES`): the dense evidence, an identifier the question
+names, and how much of the question's vocabulary each candidate holds (weighted by how few
+candidates share each word), by its best table and by its best column. The weights were fitted
+by ``benchmarks/fit_routing.py`` on BIRD dev and Spider train (all databases of a benchmark
+indexed together; a softmax over each question's candidates, held out by database-grouped
+folds); no feature names a database. A candidate's score is ``sigmoid`` of its logit, the bias
+set so that the first candidate's score matches how often it is right. With the vector store down,
+every visible datasource is scored by words alone and the caller returns the best one's full
+schema.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -19,12 +27,25 @@ from nl2sql_assets.errors import EmbeddingDimensionMismatchError, SchemaVersionN
 from nl2sql_assets.indexing.models import SearchFilter, SearchHit
 from nl2sql_assets.retrieval.models import RankedDatasource, RetrieverConfig
 from nl2sql_assets.retrieval.query import Query
+from nl2sql_assets.retrieval.ranking import LinearModel
 from nl2sql_assets.retrieval.schema_cache import SchemaCache
 from nl2sql_assets.retrieval.vector_search import ROUTE_CHUNKS, VectorSearch
 from nl2sql_assets.schema.protocol import SchemaStore
 
-# routing: dense evidence + identifiers the question names + shared vocabulary
-ROUTE_WEIGHTS = {"dense_mean": 1.0, "dense_table": 1.0, "mention": 0.2, "overlap": 0.05}
+ROUTE_FEATURES = ("dense_mean", "dense_table", "dense_best", "hit_share", "dense_gap", "mention", "overlap",
+                  "overlap_share", "table_name_cov", "table_coverage", "column_name_cov")
+# Fitted by benchmarks/fit_routing.py --candidates 12 (softmax over each question's candidates; printed as-is).
+ROUTE_MODEL = LinearModel(weights=(9.1729, 6.9667, 1.1018, 0.8338, 4.5189, 0.1899, 0.7920, 0.2672, 0.3531, 0.0000, 1.2392,), bias=-10.5322)
+
+
+@dataclass(frozen=True)
+class RouteCandidates:
+    """The datasources routing scores in full, their feature rows, and the rest by dense evidence."""
+
+    names: list[str]
+    features: np.ndarray  # (len(names), len(ROUTE_FEATURES))
+    rest: list[str]
+    failure: str | None
 
 
 class DatasourceRouter:
@@ -46,10 +67,23 @@ class DatasourceRouter:
 
     def route(self, q: Query, versions: dict[str, str] | None) -> tuple[list[RankedDatasource], str | None]:
         """Rank the visible datasources; the second value names a failure (then routing was lexical)."""
+        found = self.candidates(q, versions)
+        if found is None:
+            return [], None
+        prob = ROUTE_MODEL.prob(found.features) if found.names else np.zeros(0)
+        ranked = sorted(range(len(found.names)), key=lambda i: (-prob[i], found.names[i]))
+        out = [RankedDatasource(id=found.names[i], score=round(float(prob[i]), 4)) for i in ranked]
+        out += [RankedDatasource(id=d, score=0.0) for d in found.rest]  # not scored in full
+        return out, found.failure
+
+    def candidates(self, q: Query, versions: dict[str, str] | None,
+                   count: int | None = None) -> RouteCandidates | None:
+        """The best ``count`` (default ``route_candidates``) datasources by dense evidence with their
+        feature rows (:data:`ROUTE_FEATURES`); None when the tenant sees no datasource."""
         tenant = q.request.tenant
         visible = self.schema_store.list_datasources(tenant)
         if not visible:
-            return [], None
+            return None
         failure = None
         dense: dict[str, dict[str, float]] = {}
         if versions is None:
@@ -71,21 +105,27 @@ class DatasourceRouter:
                 q.warnings.append(f"vector store unavailable ({outcome}); routed by words alone, full schema returned")
             else:
                 hits = outcome
-            dense = _route_dense(hits, set(visible))
-        scores = {ds: ROUTE_WEIGHTS["dense_mean"] * f["mean"] + ROUTE_WEIGHTS["dense_table"] * f["table"]
-                  for ds, f in dense.items()}
-        candidates = sorted(scores, key=lambda d: -scores[d])[: self.config.route_candidates]
-        if not candidates:  # no dense evidence: every visible datasource by words alone
-            candidates = sorted(visible)
-            scores = {ds: 0.0 for ds in candidates}
-        lexical = self._route_lexical(q, candidates, versions)
-        for ds, bonus in lexical.items():
-            scores[ds] = scores.get(ds, 0.0) + bonus
-        ranked = sorted(scores, key=lambda d: (-scores[d], d))
-        return [RankedDatasource(id=d, score=round(float(scores[d]), 4)) for d in ranked], failure
+            dense = route_dense(hits, set(visible))
+        pre = {ds: f["mean"] + f["table"] for ds, f in dense.items()}
+        order = sorted(pre, key=lambda d: (-pre[d], d))
+        n = self.config.route_candidates if count is None else count
+        names, rest = order[:n], order[n:]
+        if not names:  # no dense evidence: every visible datasource by words alone
+            names, rest = sorted(visible), []
+        best = max(pre.values(), default=0.0)
+        lexical = self._lexical(q, names, versions)
+        rows = []
+        for ds in names:
+            f = dense.get(ds)
+            d_row = ([f["mean"], f["table"], f["best"], f["share"], pre[ds] - best] if f is not None
+                     else [0.0, 0.0, 0.0, 0.0, 0.0])
+            rows.append(d_row + lexical.get(ds, [0.0] * 6))
+        features = np.array(rows, dtype=np.float64).reshape(len(names), len(ROUTE_FEATURES))
+        return RouteCandidates(names=[d for d in names], features=features, rest=rest, failure=failure)
 
-    def _route_lexical(self, q: Query, candidates: list[str], versions: dict[str, str] | None) -> dict[str, float]:
-        """Per candidate: a bonus for a named identifier and for shared vocabulary (idf-weighted)."""
+    def _lexical(self, q: Query, candidates: list[str], versions: dict[str, str] | None) -> dict[str, list[float]]:
+        """Per candidate: a named identifier, shared vocabulary (idf over the candidates: summed and as a
+        share of the question's), and the best table's and column's name coverage and table coverage."""
         indexes = {}
         for ds in candidates:
             try:
@@ -101,27 +141,35 @@ class DatasourceRouter:
                     df[w] = df.get(w, 0) + 1
         n = len(indexes)
         idf = {w: math.log((n + 1) / (c + 0.5)) for w, c in df.items()}
+        total = sum(idf.values()) or 1.0
         out = {}
         for ds, idx in indexes.items():
-            mention = float(idx.lexical.column_features(q.terms)["mention"].max(initial=0.0) > 0
-                            or idx.lexical.table_features(q.terms)["mention"].max(initial=0.0) > 0)
-            out[ds] = (ROUTE_WEIGHTS["mention"] * mention
-                       + ROUTE_WEIGHTS["overlap"] * idx.lexical.overlap(q.terms, idf))
+            cols = idx.lexical.column_features(q.terms)
+            tabs = idx.lexical.table_features(q.terms)
+            mention = float(cols["mention"].max(initial=0.0) > 0 or tabs["mention"].max(initial=0.0) > 0)
+            overlap = idx.lexical.overlap(q.terms, idf)
+            out[ds] = [mention, overlap, overlap / total, float(tabs["name_cov"].max(initial=0.0)),
+                       float(tabs["coverage"].max(initial=0.0)), float(cols["name_cov"].max(initial=0.0))]
         return out
 
 
-def _route_dense(hits: list[list[SearchHit]], visible: set[str]) -> dict[str, dict[str, float]]:
-    """Per datasource: the mean over query texts of its best hit, and its best table hit."""
+def route_dense(hits: list[list[SearchHit]], visible: set[str]) -> dict[str, dict[str, float]]:
+    """Per datasource: the mean over query texts of its best hit, its best table hit, its best hit
+    and its share of all hits."""
     if not hits:
         return {}
     best: dict[str, list[float]] = {}
     table_best: dict[str, float] = {}
+    counts: dict[str, int] = {}
     floors = []
+    total = 0
     for r, row in enumerate(hits):
         floors.append(min((h.score for h in row), default=0.0))
         for h in row:
             if h.datasource_id not in visible:
                 continue
+            total += 1
+            counts[h.datasource_id] = counts.get(h.datasource_id, 0) + 1
             per = best.setdefault(h.datasource_id, [math.nan] * len(hits))
             if math.isnan(per[r]) or h.score > per[r]:
                 per[r] = h.score
@@ -130,5 +178,6 @@ def _route_dense(hits: list[list[SearchHit]], visible: set[str]) -> dict[str, di
     out = {}
     for ds, per in best.items():
         filled = [floors[r] if math.isnan(v) else v for r, v in enumerate(per)]
-        out[ds] = {"mean": float(np.mean(filled)), "table": table_best.get(ds, min(floors))}
+        out[ds] = {"mean": float(np.mean(filled)), "table": table_best.get(ds, min(floors)),
+                   "best": float(np.nanmax(per)), "share": counts[ds] / max(1, total)}
     return out

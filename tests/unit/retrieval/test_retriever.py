@@ -70,6 +70,24 @@ def test_routing_ranks_datasources_when_none_is_given(world: World) -> None:
     assert result.datasources[0].score >= result.datasources[-1].score
 
 
+def test_routing_scores_only_its_best_candidates_in_full(world: World) -> None:
+    from nl2sql_assets.retrieval.routing import ROUTE_FEATURES
+
+    retriever = world.retriever(RetrieverConfig(route_candidates=1))
+    result = retriever.retrieve("Which patient saw which doctor at the appointment?", tenant="acme")
+    assert [d.id for d in result.datasources] == ["clinic", "shop"]
+    assert result.datasources[0].score > 0.0 and result.datasources[1].score == 0.0  # not scored in full
+    [found] = retriever.route_candidates([RetrievalRequest(question="patient_id of each doctor", tenant="acme")],
+                                         count=2)
+    assert found.failure is None and set(found.names) == {"clinic", "shop"} and found.rest == []
+    assert found.features.shape == (2, len(ROUTE_FEATURES))
+    row = dict(zip(found.names, found.features.tolist(), strict=True))
+    col = ROUTE_FEATURES.index
+    assert row["clinic"][col("mention")] == 1.0 and row["shop"][col("mention")] == 0.0  # patient_id is named
+    assert row["clinic"][col("overlap_share")] > row["shop"][col("overlap_share")]
+    assert row["clinic"][col("table_name_cov")] > row["shop"][col("table_name_cov")]
+
+
 def test_evidence_and_hints_are_part_of_the_semantic_query(world: World) -> None:
     retriever = world.retriever()
     plain = retriever.retrieve("Show the rows", datasource="clinic")

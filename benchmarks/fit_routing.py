@@ -1,0 +1,193 @@
+"""How ``routing.ROUTE_MODEL`` was fitted, and routing held out by whole databases.
+
+Usage (after ``retrieval_quality.py --dataset D --work W`` has built and indexed each benchmark)::
+
+    python benchmarks/fit_routing.py --bench bird=../shared/bench/bird:/work/bw/bird \\
+        --bench spider=../shared/bench/spider-train:/work/bw/spider [--candidates 10] [--folds 5]
+
+Every question (BIRD with its evidence and with it blanked; Spider in both wordings) goes through
+the product's own routing path over all of its benchmark's databases indexed together: the
+batched routing search and ``DatasourceRouter.candidates`` (``SchemaRetriever.route_candidates``), which
+returns the best ``--candidates`` datasources by dense evidence with their feature rows
+(``routing.ROUTE_FEATURES``). A linear model over them is fitted in database-grouped folds
+(``--loss softmax``, the default: each question's candidates ranked against each other; or
+``binary``: each candidate on its own): the weights that rank a fold's questions never saw its
+databases. Printed as JSON per benchmark and wording: top-1 / top-5 held out, the same for the
+hand-set weights this replaced, and how often the question's database is among the candidates at
+all (the ceiling); then the model fitted on every question, as ``routing.py`` holds it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import random
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from heldout import parse_bench
+from ranking_fit import fit_logistic, load_questions
+
+BATCH = 64
+#: the weights routing used before this fit (by hand), over the same features
+HAND = {"dense_mean": 1.0, "dense_table": 1.0, "mention": 0.2, "overlap": 0.05}
+
+
+def collect(bench: str, dataset: Path, work: Path, count: int) -> list[dict[str, object]]:
+    """One record per question: its database, wording, the candidates and their features."""
+    from nl2sql_assets.config import Settings
+    from nl2sql_assets.retrieval.models import RetrievalRequest
+    from nl2sql_assets.retrieval.retriever import SchemaRetriever
+
+    os.environ["NL2SQL_HOME"] = str(work.absolute() / "home")
+    questions = load_questions(dataset, bench)
+    if any(q.get("evidence") for q in questions):
+        questions += load_questions(dataset, bench, blank_evidence=True)
+    out: list[dict[str, object]] = []
+    with SchemaRetriever.from_settings(Settings.from_env()) as retriever:
+        for start in range(0, len(questions), BATCH):
+            chunk = questions[start:start + BATCH]
+            found = retriever.route_candidates(
+                [RetrievalRequest(question=q["question"], evidence=q.get("evidence") or None) for q in chunk], count)
+            for q, cand in zip(chunk, found, strict=True):
+                out.append({"db": q["db"], "bench": bench, "wording": q["wording"], "gold": q["datasource"],
+                            "names": cand.names, "x": cand.features})
+            print(f"{bench}: {min(start + BATCH, len(questions))}/{len(questions)}", file=sys.stderr, end="\r")
+    print(file=sys.stderr)
+    return out
+
+
+def ranks(record: dict[str, object], scores: np.ndarray) -> int | None:
+    """The gold database's rank (0 = first) among the candidates by ``scores``; None when absent."""
+    names = record["names"]
+    if record["gold"] not in names:  # type: ignore[operator]
+        return None
+    order = sorted(range(len(names)), key=lambda i: (-scores[i], names[i]))  # type: ignore[arg-type, index]
+    return [names[i] for i in order].index(record["gold"])  # type: ignore[index]
+
+
+def summarize(records: list[dict[str, object]], score) -> dict[str, dict[str, float]]:  # type: ignore[no-untyped-def]
+    """Top-1 / top-5 per benchmark and wording, with ``score(record) -> scores per candidate``."""
+    acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
+    for r in records:
+        rank = ranks(r, score(r))
+        for key in (f"{r['bench']}/{r['wording']}", "all"):
+            a = acc[key]
+            a[0] += 1
+            a[1] += rank == 0
+            a[2] += rank is not None and rank < 5
+            a[3] += rank is not None
+    return {k: {"questions": int(a[0]), "top1": round(a[1] / a[0], 4), "top5": round(a[2] / a[0], 4),
+                "among_candidates": round(a[3] / a[0], 4)} for k, a in sorted(acc.items())}
+
+
+def fit_softmax(groups: list[tuple[np.ndarray, int]], nonneg: list[bool], c: float = 1.0, iters: int = 3000,
+                lr: float = 0.05) -> tuple[np.ndarray, float]:
+    """Conditional logit: per question, softmax over its candidates, the gold one's log-likelihood
+    maximized (L2 penalty 1/(C n), ``w[j] >= 0`` where ``nonneg[j]``; Adam + projection). Ranks the
+    candidates of one question against each other, which is all routing needs; the bias is then
+    set so that the mean probability of the top candidate matches how often it is right."""
+    x = np.vstack([g[0] for g in groups])
+    mu, sd = x.mean(0), x.std(0)
+    sd[sd < 1e-9] = 1.0
+    z = (x - mu) / sd
+    sizes = np.array([len(g[0]) for g in groups])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    gold = starts + np.array([g[1] for g in groups])
+    owner = np.repeat(np.arange(len(groups)), sizes)
+    n, d = len(groups), x.shape[1]
+    w = np.zeros(d)
+    m, v = np.zeros(d), np.zeros(d)
+    lam = 1.0 / (c * n)
+    mask = np.asarray(nonneg, bool)
+    for t in range(1, iters + 1):
+        s = z @ w
+        s = s - np.maximum.reduceat(s, starts)[owner]
+        e = np.exp(s)
+        p = e / np.add.reduceat(e, starts)[owner]
+        g = (z.T @ p - z[gold].sum(0)) / n + lam * w
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        w -= lr * (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
+        w[mask] = np.maximum(w[mask], 0.0)
+    w = w / sd
+    raw = x @ w
+    top = np.array([raw[a:a + k].max() for a, k in zip(starts, sizes, strict=True)])
+    right = np.array([raw[gi] >= raw[a:a + k].max() for gi, a, k in zip(gold, starts, sizes, strict=True)])
+    lo, hi = -50.0, 50.0
+    for _ in range(60):  # the bias at which the top candidate's mean probability equals its hit rate
+        bias = (lo + hi) / 2
+        if (1 / (1 + np.exp(-np.clip(top + bias, -30, 30)))).mean() < right.mean():
+            lo = bias
+        else:
+            hi = bias
+    return w, float(bias)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bench", type=parse_bench, action="append", default=[],
+                        help="NAME=DATASET_DIR:WORK_DIR (repeatable; the work folder retrieval_quality.py indexed)")
+    parser.add_argument("--candidates", type=int, default=10, help="datasources scored in full per question")
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--iters", type=int, default=3000)
+    parser.add_argument("--loss", choices=("softmax", "binary"), default="softmax",
+                        help="softmax: rank a question's candidates against each other; binary: each on its own")
+    parser.add_argument("--save", type=Path, default=None, help="save the collected candidates (pickle) for --load")
+    parser.add_argument("--load", type=Path, default=None, help="fit on candidates saved by --save")
+    args = parser.parse_args(argv)
+
+    from nl2sql_assets.retrieval.routing import ROUTE_FEATURES
+
+    started = time.perf_counter()
+    if args.load is not None:
+        records = pickle.loads(args.load.read_bytes())
+    else:
+        records = [r for name, dataset, work in args.bench for r in collect(name, dataset, work, args.candidates)]
+    if args.save is not None:
+        args.save.write_bytes(pickle.dumps(records))
+    collected = time.perf_counter() - started
+    dbs = sorted({str(r["db"]) for r in records})
+    random.Random(11).shuffle(dbs)
+    fold_of = {db: i % args.folds for i, db in enumerate(dbs)}
+    nonneg = [True] * len(ROUTE_FEATURES)
+
+    def fit(part: list[dict[str, object]]) -> tuple[np.ndarray, float]:
+        if args.loss == "binary":
+            x = np.vstack([r["x"] for r in part if len(r["names"])])  # type: ignore[arg-type]
+            y = np.concatenate([[float(n == r["gold"]) for n in r["names"]] for r in part])  # type: ignore[attr-defined]
+            return fit_logistic(x, y, nonneg, iters=args.iters)
+        groups = [(r["x"], list(r["names"]).index(r["gold"])) for r in part  # type: ignore[call-overload]
+                  if r["gold"] in r["names"] and len(r["names"]) > 1]  # type: ignore[operator, arg-type]
+        return fit_softmax(groups, nonneg, iters=args.iters)
+
+    held: dict[int, np.ndarray] = {}
+    for k in range(args.folds):
+        train = [r for r in records if fold_of[str(r["db"])] != k]
+        w, b = fit(train)
+        for r in records:
+            if fold_of[str(r["db"])] == k:
+                held[id(r)] = r["x"] @ w + b  # type: ignore[operator]
+    hand = np.array([HAND.get(f, 0.0) for f in ROUTE_FEATURES])
+    w, b = fit(records)
+    out = {
+        "candidates": args.candidates, "loss": args.loss, "folds": args.folds, "questions": len(records), "databases": len(dbs),
+        "collect_s": round(collected, 1),
+        "held_out": summarize(records, lambda r: held[id(r)]),
+        "hand_weights_same_candidates": summarize(records, lambda r: r["x"] @ hand),
+        "in_sample_final": summarize(records, lambda r: r["x"] @ w + b),
+        "weights": dict(zip(ROUTE_FEATURES, (round(float(v), 4) for v in w), strict=True)),
+    }
+    print(json.dumps(out, indent=2))
+    print(f"ROUTE_MODEL = LinearModel(weights=({', '.join(f'{v:.4f}' for v in w)},), bias={b:.4f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
