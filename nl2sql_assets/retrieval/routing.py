@@ -121,7 +121,7 @@ class DatasourceRouter:
                      else [0.0, 0.0, 0.0, 0.0, 0.0])
             rows.append(d_row + lexical.get(ds, [0.0] * 6))
         features = np.array(rows, dtype=np.float64).reshape(len(names), len(ROUTE_FEATURES))
-        return RouteCandidates(names=[d for d in names], features=features, rest=rest, failure=failure)
+        return RouteCandidates(names=names, features=features, rest=rest, failure=failure)
 
     def _lexical(self, q: Query, candidates: list[str], versions: dict[str, str] | None) -> dict[str, list[float]]:
         """Per candidate: a named identifier, shared vocabulary (idf over the candidates: summed and as a
