@@ -40,10 +40,12 @@ from nl2sql_assets.indexing.chroma_queries import (
     MAX_HITS_PER_QUERY_CALL,
     Scope,
     all_of,
+    broad_fetch,
     mmr_order,
     search_hit,
-    search_scope,
+    scope_of,
     stored_chunk,
+    visible_rows,
     visible_where,
 )
 from nl2sql_assets.indexing.chroma_refresh import PlanExecutor, planning_records
@@ -340,17 +342,32 @@ class ChromaVectorStore:
         coll = self._conn.read_collection()
         if coll is None:
             return [[] for _ in queries]
-        scope = search_scope(self._manifest.read(where.datasource_ids), where)
+        scope = scope_of(self._manifest.read, where)
         if scope is None:
             return [[] for _ in queries]
         vectors = self._query_vectors(queries)
         out: list[list[R]] = []
-        per_call = max(1, MAX_HITS_PER_QUERY_CALL // n)
+        # many datasources: a cheap filter (or none), more hits, and the generation check on each hit
+        fetch = broad_fetch(n) if scope.broad is not None else n
+        asked = include if scope.broad is None or "metadatas" in include else [*include, "metadatas"]
+
+        def query(part: np.ndarray, k: int, where: dict[str, Any] | None, what: list[str]) -> dict[str, Any]:
+            return self._conn.call("search", lambda: coll.query(  # type: ignore[no-any-return]
+                query_embeddings=part, n_results=k, where=where, include=what))  # type: ignore[arg-type]
+
+        per_call = max(1, MAX_HITS_PER_QUERY_CALL // fetch)
         for start in range(0, len(vectors), per_call):
             part = vectors[start:start + per_call]
-            res = self._conn.call("search", lambda part=part: coll.query(  # type: ignore[misc]
-                query_embeddings=part, n_results=n, where=scope.where, include=include))  # type: ignore[arg-type]
-            out.extend(convert(part[qi], res, qi, scope) for qi in range(len(part)))  # type: ignore[arg-type]
+            if scope.broad is None:
+                res = query(part, n, scope.where, include)
+                out.extend(convert(part[qi], res, qi, scope) for qi in range(len(part)))
+                continue
+            res = query(part, fetch, scope.broad or None, asked)
+            for qi in range(len(part)):
+                rows = visible_rows(res, qi, scope, n, fetch)
+                if rows is None:  # too many invisible records (a refresh in flight): the exact filter
+                    rows = query(part[qi:qi + 1], n, scope.where, include)
+                out.append(convert(part[qi], rows, 0, scope))
         return out
 
     def _query_vectors(self, queries: Sequence[str | np.ndarray]) -> np.ndarray:

@@ -143,4 +143,4 @@ class RetrieverConfig(_Frozen):
     route_candidates: int = Field(default=12, ge=1)
     route_k: int = Field(default=40, ge=1)
     infer_joins: bool = True
-    cache_size: int = Field(default=64, ge=1)
+    cache_size: int = Field(default=256, ge=1)

@@ -293,3 +293,69 @@ def test_a_refresh_cut_off_by_the_chroma_server_going_down_is_never_visible(
         assert (check.orphaned, check.leftovers) == ([], [])
     finally:
         server.stop()
+
+
+def test_a_search_over_many_datasources_sees_exactly_what_the_exact_filter_sees(
+        store: ChromaVectorStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above BROAD_FILTER_MIN datasources a search filters on ids and checks generations itself
+    (Chroma is slow on a large $or of ranges): same hits as the exact filter, live versions only,
+    also when invisible records crowd the answer and the exact filter has to be asked again."""
+    from nl2sql_assets.indexing import chroma_queries, chroma_store
+
+    live: dict[str, str] = {}
+    for i in range(chroma_queries.BROAD_FILTER_MIN + 2):
+        cs = build_chunks(wide_snapshot(2, datasource_id=f"ds{i:02d}", captured_at=CAPTURED.replace(day=1)))
+        refresh(store, cs)
+        changed = build_chunks(wide_snapshot(2, datasource_id=f"ds{i:02d}", changed=frozenset({0, 1}),
+                                             captured_at=CAPTURED.replace(day=2)))
+        if i % 2 == 0:  # every table changed: the first version stays retained, not live
+            refresh(store, changed, keep_versions=[cs.schema_version])
+            cs = changed
+        elif i % 4 == 1:  # written but not made live: readers of the live version must not see it
+            refresh(store, changed, keep_versions=[cs.schema_version], make_live=False)
+        live[cs.datasource_id] = cs.schema_version
+    questions = ["table entity 000 with its columns", "added flag of entity one", "identifier"]
+
+    some = SearchFilter(datasource_ids=sorted(live)[1:], chunk_types=["schema.table", "schema.column"])
+
+    def searched() -> tuple[list[list[tuple[str, float]]], ...]:
+        """Over every datasource (no Chroma filter then) and over all but one, of two chunk types
+        (a filter on ids and types)."""
+        hits = store.search_many(questions, k=60)
+        narrow = store.search_many(questions, k=60, where=some)
+        assert all(h.schema_version == live[h.datasource_id] for row in hits + narrow for h in row)
+        assert all(h.datasource_id != "ds00" and h.chunk_type in some.chunk_types for row in narrow for h in row)
+        scores = store.search_scores_many(questions, k=60)
+        return tuple([[(h.id, round(h.score, 5)) for h in row] for row in rows] for rows in (hits, narrow)) + (
+            [[(s.record_id, round(s.score, 5)) for s in row] for row in scores],)
+
+    broad = searched()
+    monkeypatch.setattr(chroma_store, "broad_fetch", lambda n: n)  # invisible hits leave too few: asked again
+    asked_again = []
+
+    def counting(*args: object) -> object:
+        rows = chroma_queries.visible_rows(*args)  # type: ignore[arg-type]
+        asked_again.append(rows is None)
+        return rows
+
+    monkeypatch.setattr(chroma_store, "visible_rows", counting)
+    crowded = searched()
+    assert any(asked_again) and not all(asked_again)
+    monkeypatch.setattr(chroma_queries, "BROAD_FILTER_MIN", 10**6)  # the exact filter throughout
+    exact = searched()
+
+    def same(a: list[list[tuple[str, float]]], b: list[list[tuple[str, float]]], top: int = 30) -> bool:
+        """The same best ``top`` hits with equal scores. Only the best: Chroma's filtered search is
+        approximate (HNSW), so near the 60th hit either filter may miss a record the other finds;
+        and chunks tied at the cut may come back either way (the datasources hold equal texts)."""
+        for ra, rb in zip(a, b, strict=True):
+            ra, rb = ra[:top], rb[:top]
+            if [x[1] for x in ra] != [x[1] for x in rb]:
+                return False
+            cut = ra[-1][1]
+            if {x for x in ra if x[1] > cut} != {x for x in rb if x[1] > cut}:
+                return False
+        return True
+
+    assert all(same(x, y) and same(z, y) for x, y, z in zip(broad, exact, crowded, strict=True))
+    assert all(len(row) == 60 for row in exact[0])
