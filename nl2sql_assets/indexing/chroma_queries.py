@@ -155,16 +155,13 @@ def search_scope(states: Mapping[str, ManifestState], where: SearchFilter, *, co
                  types=frozenset(where.chunk_types) if where.chunk_types is not None else None)
 
 
-def scope_of(read_states: Callable[[list[str] | None], dict[str, ManifestState]], where: SearchFilter) -> Scope | None:
+def scope_of(read_states: Callable[[list[str] | None], dict[str, ManifestState]], count_states: Callable[[], int],
+             where: SearchFilter) -> Scope | None:
     """:func:`search_scope` with the states ``read_states`` (the manifest's read) gives; over many
-    datasources every state is read, to know whether the search covers the whole store."""
+    datasources ``count_states`` says whether the search covers the whole store."""
     ids = where.datasource_ids
-    many = ids is not None and len(ids) > BROAD_FILTER_MIN
-    states = read_states(None if many else ids)
-    complete = ids is None or set(ids) >= set(states)
-    if many:
-        wanted = set(ids)  # type: ignore[arg-type]
-        states = {ds: state for ds, state in states.items() if ds in wanted}
+    states = read_states(ids)
+    complete = ids is None or (len(states) > BROAD_FILTER_MIN and len(states) == count_states())
     return search_scope(states, where, complete=complete)
 
 

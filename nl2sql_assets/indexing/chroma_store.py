@@ -342,7 +342,7 @@ class ChromaVectorStore:
         coll = self._conn.read_collection()
         if coll is None:
             return [[] for _ in queries]
-        scope = scope_of(self._manifest.read, where)
+        scope = scope_of(self._manifest.read, self._manifest.count, where)
         if scope is None:
             return [[] for _ in queries]
         vectors = self._query_vectors(queries)

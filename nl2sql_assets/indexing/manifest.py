@@ -70,6 +70,11 @@ class GenerationManifest:
         return {rid: state_from_metadata(rid, dict(meta or {}))
                 for rid, meta in zip(res["ids"], res["metadatas"] or [], strict=False)}
 
+    def count(self) -> int:
+        """How many datasources the store holds (a search over all of them needs no Chroma filter)."""
+        manifest = self.connection.manifest_collection(create=False)
+        return 0 if manifest is None else int(self.connection.call("count manifest", manifest.count))
+
     def get(self, datasource_id: str) -> ManifestState | None:
         """One datasource's state; None when it is not indexed."""
         return self.read([datasource_id]).get(datasource_id)
