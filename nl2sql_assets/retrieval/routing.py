@@ -33,9 +33,12 @@ from nl2sql_assets.retrieval.vector_search import ROUTE_CHUNKS, VectorSearch
 from nl2sql_assets.schema.protocol import SchemaStore
 
 ROUTE_FEATURES = ("dense_mean", "dense_table", "dense_best", "hit_share", "dense_gap", "mention", "overlap",
-                  "overlap_share", "table_name_cov", "table_coverage", "column_name_cov")
+                  "overlap_share", "table_name_cov", "table_coverage", "column_name_cov", "tables_named",
+                  "columns_named")
+#: caps of the counts of tables and of columns whose every name word the question holds
+NAMED_CAPS = (3.0, 5.0)
 # Fitted by benchmarks/fit_routing.py --candidates 12 (softmax over each question's candidates; printed as-is).
-ROUTE_MODEL = LinearModel(weights=(9.1729, 6.9667, 1.1018, 0.8338, 4.5189, 0.1899, 0.7920, 0.2672, 0.3531, 0.0000, 1.2392,), bias=-10.5322)
+ROUTE_MODEL = LinearModel(weights=(9.1533, 6.9503, 0.9825, 0.5982, 4.5130, 0.0242, 0.7432, 0.2094, 0.0000, 0.0124, 0.9613, 0.5392, 0.1655,), bias=-10.3278)
 
 
 @dataclass(frozen=True)
@@ -119,13 +122,14 @@ class DatasourceRouter:
             f = dense.get(ds)
             d_row = ([f["mean"], f["table"], f["best"], f["share"], pre[ds] - best] if f is not None
                      else [0.0, 0.0, 0.0, 0.0, 0.0])
-            rows.append(d_row + lexical.get(ds, [0.0] * 6))
+            rows.append(d_row + lexical.get(ds, [0.0] * (len(ROUTE_FEATURES) - len(d_row))))
         features = np.array(rows, dtype=np.float64).reshape(len(names), len(ROUTE_FEATURES))
         return RouteCandidates(names=names, features=features, rest=rest, failure=failure)
 
     def _lexical(self, q: Query, candidates: list[str], versions: dict[str, str] | None) -> dict[str, list[float]]:
         """Per candidate: a named identifier, shared vocabulary (idf over the candidates: summed and as a
-        share of the question's), and the best table's and column's name coverage and table coverage."""
+        share of the question's), the best table's and column's name coverage and table coverage, and
+        how many tables and columns the question names word for word (capped)."""
         indexes = {}
         for ds in candidates:
             try:
@@ -149,7 +153,9 @@ class DatasourceRouter:
             mention = float(cols["mention"].max(initial=0.0) > 0 or tabs["mention"].max(initial=0.0) > 0)
             overlap = idx.lexical.overlap(q.terms, idf)
             out[ds] = [mention, overlap, overlap / total, float(tabs["name_cov"].max(initial=0.0)),
-                       float(tabs["coverage"].max(initial=0.0)), float(cols["name_cov"].max(initial=0.0))]
+                       float(tabs["coverage"].max(initial=0.0)), float(cols["name_cov"].max(initial=0.0)),
+                       min(NAMED_CAPS[0], float((tabs["name_cov"] >= 0.999).sum())),
+                       min(NAMED_CAPS[1], float((cols["name_cov"] >= 0.999).sum()))]
         return out
 
 

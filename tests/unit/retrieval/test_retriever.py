@@ -86,6 +86,8 @@ def test_routing_scores_only_its_best_candidates_in_full(world: World) -> None:
     assert row["clinic"][col("mention")] == 1.0 and row["shop"][col("mention")] == 0.0  # patient_id is named
     assert row["clinic"][col("overlap_share")] > row["shop"][col("overlap_share")]
     assert row["clinic"][col("table_name_cov")] > row["shop"][col("table_name_cov")]
+    assert row["clinic"][col("tables_named")] >= 1 and row["shop"][col("tables_named")] == 0  # "doctor"
+    assert row["clinic"][col("columns_named")] > row["shop"][col("columns_named")]
 
 
 def test_evidence_and_hints_are_part_of_the_semantic_query(world: World) -> None:
