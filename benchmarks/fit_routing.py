@@ -3,7 +3,8 @@
 Usage (after ``retrieval_quality.py --dataset D --work W`` has built and indexed each benchmark)::
 
     python benchmarks/fit_routing.py --bench bird=../shared/bench/bird:/work/bw/bird \\
-        --bench spider=../shared/bench/spider-train:/work/bw/spider [--candidates 10] [--folds 5]
+        --bench spider=../shared/bench/spider-train:/work/bw/spider [--candidates 12] [--folds 5] \\
+        [--save C.pkl | --load C.pkl] [--loss softmax|binary]
 
 Every question (BIRD with its evidence and with it blanked; Spider in both wordings) goes through
 the product's own routing path over all of its benchmark's databases indexed together: the
@@ -134,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bench", type=parse_bench, action="append", default=[],
                         help="NAME=DATASET_DIR:WORK_DIR (repeatable; the work folder retrieval_quality.py indexed)")
-    parser.add_argument("--candidates", type=int, default=10, help="datasources scored in full per question")
+    parser.add_argument("--candidates", type=int, default=12,
+                        help="datasources scored in full per question (RetrieverConfig.route_candidates)")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--iters", type=int, default=3000)
     parser.add_argument("--loss", choices=("softmax", "binary"), default="softmax",
