@@ -18,7 +18,11 @@ entries; the pyinstrument session is saved next to the text profile (``pyinstrum
 Usage::
 
     python benchmarks/many_datasources.py --workdir /tmp/bench_many [--sources spider,bird]
-        [--limit N] [--profile OUT.txt] [--no-plain]
+        [--limit N] [--profile OUT.txt] [--no-plain] [--routed 300]
+
+``--routed N`` then asks N of the benchmarks' questions (BIRD with its evidence), each routed over
+every datasource indexed together, one at a time and warm: ``routed_retrieval`` holds p50/p95
+milliseconds and routing top-1/top-5 over all of them.
 
 Everything is written under ``--workdir`` (wiped first).
 """
@@ -55,6 +59,39 @@ def build_databases(workdir: Path, sources: list[str], limit: int | None) -> lis
             ds_id = re.sub(r"[^a-z0-9_]+", "_", f"{source}_{path.stem}".lower())
             entries.append({"id": ds_id, "url": f"sqlite:///{path}"})
     return entries[:limit] if limit else entries
+
+
+def routed_latency(entries: list[dict[str, str]], sources: list[str], count: int) -> dict[str, object]:
+    """``count`` questions of the benchmarks (evenly spaced), each routed over every indexed datasource
+    one at a time after a warm-up: p50/p95 milliseconds and routing top-1/top-5."""
+    from nl2sql_assets.config import Settings
+    from nl2sql_assets.retrieval.retriever import SchemaRetriever
+
+    known = {e["id"] for e in entries}
+    asked = []
+    for source in sources:
+        for line in (SOURCES[source] / "questions.jsonl").read_text(encoding="utf-8").splitlines():
+            q = json.loads(line) if line.strip() else None
+            ds = re.sub(r"[^a-z0-9_]+", "_", f"{source}_{q['db_id']}".lower()) if q else None
+            if q and ds in known:
+                asked.append((q["question"], q.get("evidence") or None, ds))
+    step = max(1, len(asked) // max(1, count))
+    asked = asked[::step][:count]
+    times, top1, top5 = [], 0, 0
+    with SchemaRetriever.from_settings(Settings.from_env()) as retriever:
+        for question, evidence, _ in asked[:20]:  # warm-up: model, caches, Chroma
+            retriever.retrieve(question, evidence=evidence)
+        for question, evidence, ds in asked:
+            started = time.perf_counter()
+            result = retriever.retrieve(question, evidence=evidence)
+            times.append((time.perf_counter() - started) * 1000)
+            ranked = [d.id for d in result.datasources]
+            top1 += bool(ranked) and ranked[0] == ds
+            top5 += ds in ranked[:5]
+    times.sort()
+    return {"questions": len(times), "datasources": len(known), "p50_ms": round(times[len(times) // 2], 2),
+            "p95_ms": round(times[int(0.95 * (len(times) - 1))], 2),
+            "routing_top1": round(top1 / len(times), 4), "routing_top5": round(top5 / len(times), 4)}
 
 
 def top_cumulative(session: object, count: int = 25) -> list[dict[str, object]]:
@@ -186,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="only the first N databases")
     parser.add_argument("--profile", type=Path, default=None, help="profile the index; write pyinstrument text here")
     parser.add_argument("--no-plain", action="store_true", help="skip the plain onnxruntime loop")
+    parser.add_argument("--routed", type=int, default=0, metavar="N",
+                        help="then time N benchmark questions routed over every datasource indexed (0: skip)")
     args = parser.parse_args(argv)
 
     sources = [s.strip() for s in args.sources.split(",") if s.strip()]
@@ -246,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
         out["plain_loop_cpu_seconds"] = round(plain_cpu, 2)
         out["ratio"] = round(index_seconds / plain, 3)
         out["cpu_ratio"] = round(index_cpu / plain_cpu, 3) if plain_cpu else None
+    if args.routed:
+        out["routed_retrieval"] = routed_latency(entries, sources, args.routed)
     print(json.dumps(out, indent=2))
     return 0
 
