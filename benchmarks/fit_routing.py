@@ -163,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     def fit(part: list[dict[str, object]]) -> tuple[np.ndarray, float]:
         if args.loss == "binary":
             x = np.vstack([r["x"] for r in part if len(r["names"])])  # type: ignore[arg-type]
-            y = np.concatenate([[float(n == r["gold"]) for n in r["names"]] for r in part])  # type: ignore[attr-defined]
+            y = np.concatenate([[float(name == r["gold"]) for name in r["names"]]  # type: ignore[attr-defined]
+                                for r in part])
             return fit_logistic(x, y, nonneg, iters=args.iters)
         groups = [(r["x"], list(r["names"]).index(r["gold"])) for r in part  # type: ignore[call-overload]
                   if r["gold"] in r["names"] and len(r["names"]) > 1]  # type: ignore[operator, arg-type]
@@ -179,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     hand = np.array([HAND.get(f, 0.0) for f in ROUTE_FEATURES])
     w, b = fit(records)
     out = {
-        "candidates": args.candidates, "loss": args.loss, "folds": args.folds, "questions": len(records), "databases": len(dbs),
+        "candidates": args.candidates, "loss": args.loss, "folds": args.folds, "questions": len(records),
+        "databases": len(dbs),
         "collect_s": round(collected, 1),
         "held_out": summarize(records, lambda r: held[id(r)]),
         "hand_weights_same_candidates": summarize(records, lambda r: r["x"] @ hand),
