@@ -24,9 +24,12 @@ from nl2sql_assets.indexing.refresh_plan import INTERNAL_KEYS, ManifestState, ch
 #: is already 32,400.
 MAX_HITS_PER_QUERY_CALL = 16_384
 
-#: Above this many datasources a search filters on datasource ids alone and checks each hit's
-#: generation range in Python (:meth:`Scope.visible`): Chroma evaluates a large ``$or`` of
-#: per-datasource ranges slowly (146 datasources: 850 ms per query, against 30 ms this way).
+#: Above this many datasources a search does not hand Chroma the exact filter (a large ``$or`` of
+#: per-datasource generation ranges: 850 ms per query over 146 datasources): it asks with
+#: ``Scope.first`` (no filter at all when it covers the whole store: 4 ms) for :func:`broad_fetch`
+#: hits and keeps the visible ones (:meth:`Scope.visible`, :func:`visible_rows`); where too few are
+#: left (other chunk types, retained versions, a refresh in flight), once more with ``Scope.broad``
+#: (ids, tenant, types: about 30 ms) and 4x the hits; only then with the exact filter.
 BROAD_FILTER_MIN = 8
 
 Where = dict[str, object]
@@ -83,8 +86,12 @@ class Scope(BaseModel):
     shared: frozenset[str]
     """Datasources stored in the shared layout (their record ids are content addresses)."""
     broad: dict[str, Any] | None = None
-    """With many datasources: the cheap filter to query with before :meth:`visible` (ids, tenant,
-    types; empty, i.e. none, when the search covers every datasource of the store)."""
+    """With many datasources: the cheap filter to query with before :meth:`visible` (tenant, types,
+    tables, and the datasource ids unless the search covers every datasource of the store; empty,
+    i.e. no filter, when nothing is left)."""
+    first: dict[str, Any] | None = None
+    """The filter tried before ``broad``: none at all when the search covers the whole store (cheapest;
+    other chunk types may crowd the hits), else ``broad`` itself."""
     types: frozenset[str] | None = None
     """The chunk types searched (None: all), checked by :meth:`visible` when ``broad`` leaves them out."""
     checks: dict[str, tuple[int, str | None]] = {}
@@ -146,11 +153,14 @@ def search_scope(states: Mapping[str, ManifestState], where: SearchFilter, *, co
         tables = list(where.tables)
         parts.append({"$or": [{"table": {"$in": tables}}, {"ref_table": {"$in": tables}}]})
     shared = frozenset(ds for ds in versions if not states[ds].legacy)
-    broad: dict[str, Any] | None = None
+    broad = first = None
     if len(clauses) > BROAD_FILTER_MIN:
-        everything = complete and len(clauses) == len(states) and where.tables is None
-        broad = {} if everything else all_of([{"datasource_id": {"$in": sorted(versions)}}, *parts])
+        everything = complete and len(clauses) == len(states)
+        ids = [] if everything else [{"datasource_id": {"$in": sorted(versions)}}]
+        broad = all_of([*ids, *parts]) if ids or parts else {}
+        first = {} if everything else broad
     return Scope(where=all_of([any_of(clauses), *parts]), versions=versions, shared=shared, broad=broad,
+                 first=first,
                  checks=checks if broad is not None else {},
                  types=frozenset(where.chunk_types) if where.chunk_types is not None else None)
 

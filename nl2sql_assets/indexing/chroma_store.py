@@ -340,14 +340,12 @@ class ChromaVectorStore:
     def _query_many(self, queries: Sequence[str | np.ndarray], n: int, where: SearchFilter, include: list[str],
                     convert: Convert[R]) -> list[list[R]]:
         coll = self._conn.read_collection()
-        if coll is None:
-            return [[] for _ in queries]
-        scope = scope_of(self._manifest.read, self._manifest.count, where)
-        if scope is None:
+        scope = scope_of(self._manifest.read, self._manifest.count, where) if coll is not None else None
+        if coll is None or scope is None:
             return [[] for _ in queries]
         vectors = self._query_vectors(queries)
         out: list[list[R]] = []
-        # many datasources: a cheap filter (or none), more hits, and the generation check on each hit
+        # many datasources: a cheap filter, more hits, visibility checked here (chroma_queries.Scope)
         fetch = broad_fetch(n) if scope.broad is not None else n
         asked = include if scope.broad is None or "metadatas" in include else [*include, "metadatas"]
 
@@ -362,12 +360,14 @@ class ChromaVectorStore:
                 res = query(part, n, scope.where, include)
                 out.extend(convert(part[qi], res, qi, scope) for qi in range(len(part)))
                 continue
-            res = query(part, fetch, scope.broad or None, asked)
-            for qi in range(len(part)):
-                rows = visible_rows(res, qi, scope, n, fetch)
-                if rows is None:  # too many invisible records (a refresh in flight): the exact filter
-                    rows = query(part[qi:qi + 1], n, scope.where, include)
-                out.append(convert(part[qi], rows, 0, scope))
+            res = query(part, fetch, scope.first or None, asked)
+            rows = [visible_rows(res, qi, scope, n, fetch) for qi in range(len(part))]
+            short = [qi for qi, r in enumerate(rows) if r is None]
+            if short:  # one more query for all of them
+                more = query(part[short], 4 * fetch, scope.broad or None, asked)
+                for j, qi in enumerate(short):  # else the exact filter (slow over many datasources)
+                    rows[qi] = visible_rows(more, j, scope, n, 4 * fetch) or query(part[[qi]], n, scope.where, include)
+            out.extend(convert(part[qi], r, 0, scope) for qi, r in enumerate(rows))  # type: ignore[arg-type]
         return out
 
     def _query_vectors(self, queries: Sequence[str | np.ndarray]) -> np.ndarray:

@@ -341,6 +341,8 @@ def test_a_search_over_many_datasources_sees_exactly_what_the_exact_filter_sees(
     monkeypatch.setattr(chroma_store, "visible_rows", counting)
     crowded = searched()
     assert any(asked_again) and not all(asked_again)
+    monkeypatch.setattr(chroma_store, "broad_fetch", lambda n: max(1, n // 8))  # never enough: the exact filter
+    asked_exactly = searched()
     monkeypatch.setattr(chroma_queries, "BROAD_FILTER_MIN", 10**6)  # the exact filter throughout
     exact = searched()
 
@@ -357,5 +359,6 @@ def test_a_search_over_many_datasources_sees_exactly_what_the_exact_filter_sees(
                 return False
         return True
 
-    assert all(same(x, y) and same(z, y) for x, y, z in zip(broad, exact, crowded, strict=True))
+    assert all(same(x, y) and same(z, y) and same(w, y)
+               for x, y, z, w in zip(broad, exact, crowded, asked_exactly, strict=True))
     assert all(len(row) == 60 for row in exact[0])

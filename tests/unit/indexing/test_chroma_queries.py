@@ -26,11 +26,12 @@ def many(n: int = BROAD_FILTER_MIN + 1, **kwargs: object) -> dict[str, ManifestS
 def test_a_few_datasources_keep_the_exact_filter_and_many_get_a_broad_one() -> None:
     few = search_scope(many(BROAD_FILTER_MIN), SearchFilter())
     assert few is not None and few.broad is None
-    all_of_them = search_scope(many(), SearchFilter(), complete=True)
-    assert all_of_them is not None and all_of_them.broad == {}  # the whole store: no Chroma filter
+    typed = {"chunk_type": {"$in": ["schema.table"]}}
+    all_of_them = search_scope(many(), SearchFilter(chunk_types=["schema.table"]), complete=True)
+    assert all_of_them is not None and all_of_them.first == {} and all_of_them.broad == typed  # whole store
     some = search_scope(many(), SearchFilter(chunk_types=["schema.table"]), complete=False)
-    assert some is not None and some.broad == {"$and": [{"datasource_id": {"$in": sorted(many())}},
-                                                        {"chunk_type": {"$in": ["schema.table"]}}]}
+    assert some is not None and some.first == some.broad == {"$and": [{"datasource_id": {"$in": sorted(many())}},
+                                                                      typed]}
 
 
 def test_visible_selects_the_generation_range_the_exact_filter_selects() -> None:
