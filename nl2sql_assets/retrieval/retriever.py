@@ -161,11 +161,8 @@ class SchemaRetriever:
         for q in queries:
             self._check_scope(q.request)
         embed_queries(queries, self.embeddings)
-        live: LiveVersions = {}
         t0 = perf_counter()
-        for q in queries:
-            self._search.live_versions(q.request.tenant, live, q)
-        prefetch_routes(queries, live, schema_store=self.schema_store, search=self._search, config=self.config)
+        live = self._route_search(queries)
         targets = [self._target(q, live) for q in queries]
         prefetch_schemas(queries, targets, live, schemas=self._schemas, search=self._search, config=self.config)
         shared = (perf_counter() - t0) * 1000 / max(1, len(queries))
@@ -185,18 +182,22 @@ class SchemaRetriever:
         for q in queries:
             self._check_scope(q.request)
         embed_queries(queries, self.embeddings)
-        live: LiveVersions = {}
-        for q in queries:
-            self._search.live_versions(q.request.tenant, live, q)
-        prefetch_routes(queries, live, schema_store=self.schema_store, search=self._search, config=self.config)
+        live = self._route_search(queries)
         out = []
         for q in queries:
             found = self._router.candidates(q, live[q.request.tenant][0], count)
             if found is None:
-                raise UnknownTenantError(q.request.tenant) if q.request.tenant else RetrievalError(
-                    "no datasource is registered in the schema store (run `nl2sql-assets index`)")
+                raise _nothing_visible(q.request.tenant)
             out.append(found)
         return out
+
+    def _route_search(self, queries: list[Query]) -> LiveVersions:
+        """The live versions per tenant, and one routing search per tenant for the questions without a datasource."""
+        live: LiveVersions = {}
+        for q in queries:
+            self._search.live_versions(q.request.tenant, live, q)
+        prefetch_routes(queries, live, schema_store=self.schema_store, search=self._search, config=self.config)
+        return live
 
     # ------------------------------------------------------------------ scope checks
 
@@ -222,8 +223,7 @@ class SchemaRetriever:
             return req.datasource, req.schema_version, versions, [RankedDatasource(id=req.datasource, score=1.0)]
         ranked, failure = self._router.route(q, versions)
         if not ranked:
-            raise UnknownTenantError(req.tenant) if req.tenant else RetrievalError(
-                "no datasource is registered in the schema store (run `nl2sql-assets index`)")
+            raise _nothing_visible(req.tenant)
         if failure is not None:
             return full_schema(self._schemas, q, ranked[0].id, None, versions, ranked, failure)
         return ranked[0].id, None, versions, ranked
@@ -306,3 +306,10 @@ class SchemaRetriever:
         seg = q.n_segments
         kinds = self._kinds.scores(q.vectors[seg:]) if len(q.texts) > seg else EntityKinds.none()  # type: ignore[index]
         return ranking.DenseScores(tables=rows_t[:seg], columns=rows_c[:seg], entities=rows_c[seg:], kinds=kinds)
+
+
+def _nothing_visible(tenant: str | None) -> Exception:
+    """The error for a tenant (or a store) with no datasource to route to."""
+    if tenant:
+        return UnknownTenantError(tenant)
+    return RetrievalError("no datasource is registered in the schema store (run `nl2sql-assets index`)")
