@@ -326,6 +326,32 @@ class LexicalIndex:
         self._tokens_by_letter = {k: frozenset(v) for k, v in by_letter.items()}
         # the last question's matches: column features, table features and novelty all ask for them
         self._last_matched: tuple[frozenset[str], Mapping[str, float]] | None = None
+        self._postings()
+
+    def _postings(self) -> None:
+        """Inverted lookups (token, name, value -> columns), so a question costs what it matches,
+        not a pass over every column of a wide schema."""
+        name_posts: dict[str, list[int]] = {}
+        desc_posts: dict[str, list[int]] = {}
+        by_name: dict[str, list[int]] = {}
+        by_value: dict[str, list[int]] = {}
+        self._odd_names: list[int] = []  # names that are no plain identifier: matched as phrases
+        for ci, col in enumerate(self.columns):
+            for tok in set(col.name_words):
+                name_posts.setdefault(tok, []).append(ci)
+            for tok in col.desc_words:
+                desc_posts.setdefault(tok, []).append(ci)
+            if _IDENT_RE.fullmatch(col.name):
+                by_name.setdefault(col.name.lower(), []).append(ci)
+            else:
+                self._odd_names.append(ci)
+            for value in col.values:
+                by_value.setdefault(value, []).append(ci)
+        as_arrays = lambda posts: {k: np.array(v, dtype=np.int64) for k, v in posts.items()}  # noqa: E731
+        self._name_posts, self._desc_posts = as_arrays(name_posts), as_arrays(desc_posts)
+        self._by_name, self._by_value = as_arrays(by_name), as_arrays(by_value)
+        self._name_total = np.array([sum(self.idf(t) for t in set(c.name_words)) for c in self.columns])
+        self._desc_total = np.array([sum(self.idf(t) for t in c.desc_words) for c in self.columns])
 
     def idf(self, word: str) -> float:
         return self._idf.get(word, self._default_idf)
@@ -368,27 +394,32 @@ class LexicalIndex:
     def column_features(self, terms: QueryTerms) -> dict[str, np.ndarray]:
         """Per column: name and description coverage, exact and qualified mentions, value hits."""
         n = len(self.columns)
-        name_cov = np.zeros(n, dtype=np.float32)
-        desc_cov = np.zeros(n, dtype=np.float32)
-        mention = np.zeros(n, dtype=np.float32)
-        qualified = np.zeros(n, dtype=np.float32)
-        value_hit = np.zeros(n, dtype=np.float32)
         matched = self.matched_tokens(terms.words)
-        cache: dict[tuple[str, ...], float] = {}
-        for ci, col in enumerate(self.columns):
-            key = col.name_words
-            if key not in cache:
-                cache[key] = self._coverage(key, matched)
-            name_cov[ci] = cache[key]
-            desc_cov[ci] = self._coverage(col.desc_words, matched) if col.desc_words else 0.0
-            if self._mentioned(col.name, terms):
+        name_hit = np.zeros(n)
+        desc_hit = np.zeros(n)
+        for tok, share in matched.items():  # IDF-weighted share of each column's tokens the question holds
+            weight = self.idf(tok) * share
+            if tok in self._name_posts:
+                name_hit[self._name_posts[tok]] += weight
+            if tok in self._desc_posts:
+                desc_hit[self._desc_posts[tok]] += weight
+        name_cov = np.divide(name_hit, self._name_total, out=np.zeros(n), where=self._name_total > 0)
+        desc_cov = np.divide(desc_hit, self._desc_total, out=np.zeros(n), where=self._desc_total > 0)
+        mention = np.zeros(n, dtype=np.float32)
+        for ident in terms.identifiers & self._by_name.keys():
+            mention[self._by_name[ident]] = 1.0
+        for ci in self._odd_names:
+            if _phrase_in(self.columns[ci].name.lower(), terms.lowered):
                 mention[ci] = 1.0
-                if _phrase_in(self._qualified[ci], terms.lowered):
-                    qualified[ci] = 1.0
-            if col.values and terms.literals and not col.values.isdisjoint(terms.literals):
-                value_hit[ci] = 1.0
-        return {"name_cov": name_cov, "desc_cov": desc_cov, "mention": mention, "qualified": qualified,
-                "value_hit": value_hit}
+        qualified = np.zeros(n, dtype=np.float32)
+        for ci in np.flatnonzero(mention).tolist():
+            if _phrase_in(self._qualified[ci], terms.lowered):
+                qualified[ci] = 1.0
+        value_hit = np.zeros(n, dtype=np.float32)
+        for literal in terms.literals & self._by_value.keys():
+            value_hit[self._by_value[literal]] = 1.0
+        return {"name_cov": name_cov.astype(np.float32), "desc_cov": desc_cov.astype(np.float32), "mention": mention,
+                "qualified": qualified, "value_hit": value_hit}
 
     def table_features(self, terms: QueryTerms) -> dict[str, np.ndarray]:
         """Per table: name coverage, exact mention, and how much of the question its vocabulary covers."""
@@ -422,7 +453,12 @@ class LexicalIndex:
         total = sum(self.idf(t) * m for t, m in matched.items()) or 1.0
         covered: set[str] = set()
         out = np.zeros(len(self.columns), dtype=np.float32)
-        for ci in order.tolist():
+        holds = np.zeros(len(self.columns), dtype=bool)  # a column holding no matched token adds nothing
+        for tok in matched:
+            for posts in (self._name_posts, self._desc_posts):
+                if tok in posts:
+                    holds[posts[tok]] = True
+        for ci in order[holds[order]].tolist():
             col = self.columns[ci]
             new = {t for t in (*col.name_words, *col.desc_words) if t in matched and t not in covered}
             out[ci] = sum(self.idf(t) * matched[t] for t in new) / total
