@@ -178,7 +178,7 @@ def scope_of(read_states: Callable[[list[str] | None], dict[str, ManifestState]]
 def visible_rows(res: Mapping[str, Any], qi: int, scope: Scope, n: int, fetched: int) -> dict[str, Any] | None:
     """Query ``qi``'s hits of a broad search (``fetched`` asked for) cut to the visible ones, at most
     ``n``, as a one-query result; None when fewer than ``n`` remain of a full answer (some visible
-    record may lie further down: the caller asks again with the exact filter)."""
+    record may lie further down: the caller asks again, with more hits, then with the exact filter)."""
     metas = (res.get("metadatas") or [[]])[qi]
     keep = [i for i, meta in enumerate(metas) if scope.visible(meta)]
     if len(keep) < n and len(metas) >= fetched:

@@ -253,6 +253,10 @@ def _phrase_in(phrase: str, lowered: str) -> bool:
     return False
 
 
+def _as_arrays(posts: dict[str, list[int]]) -> dict[str, np.ndarray]:
+    return {key: np.array(indexes, dtype=np.int64) for key, indexes in posts.items()}
+
+
 @dataclass
 class _Item:
     name: str
@@ -347,9 +351,8 @@ class LexicalIndex:
                 self._odd_names.append(ci)
             for value in col.values:
                 by_value.setdefault(value, []).append(ci)
-        as_arrays = lambda posts: {k: np.array(v, dtype=np.int64) for k, v in posts.items()}  # noqa: E731
-        self._name_posts, self._desc_posts = as_arrays(name_posts), as_arrays(desc_posts)
-        self._by_name, self._by_value = as_arrays(by_name), as_arrays(by_value)
+        self._name_posts, self._desc_posts = _as_arrays(name_posts), _as_arrays(desc_posts)
+        self._by_name, self._by_value = _as_arrays(by_name), _as_arrays(by_value)
         self._name_total = np.array([sum(self.idf(t) for t in set(c.name_words)) for c in self.columns])
         self._desc_total = np.array([sum(self.idf(t) for t in c.desc_words) for c in self.columns])
 
