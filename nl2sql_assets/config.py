@@ -251,6 +251,17 @@ class EvaluationConfig(BaseModel):
     questions: list[EvaluationQuestion] = Field(default_factory=list)
 
 
+class StatisticsConfig(BaseModel):
+    """How a new version reads statistics. Only a structural change makes a new version, and the
+    tables it did not touch rarely change their data in the meantime: their statistics are taken
+    from the previous version while younger than ``reuse_max_age_hours`` (0: always re-read), so
+    a new version costs the tables that changed, not the whole schema."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reuse_max_age_hours: float = Field(default=168.0, ge=0.0)
+
+
 class DatasourceConfig(BaseModel):
     """One entry of the datasources file (docs/datasources-file.md)."""
 
@@ -266,6 +277,7 @@ class DatasourceConfig(BaseModel):
     metrics: list[MetricConfig] = Field(default_factory=list)
     annotations: Annotations = Field(default_factory=Annotations)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
+    statistics: StatisticsConfig = Field(default_factory=StatisticsConfig)
     dbt: DbtConfig | None = None  # a dbt project's artifacts (nl2sql_assets/dbt/), read with the database
 
     def resolved_url(self, env: Mapping[str, str] | None = None) -> str:

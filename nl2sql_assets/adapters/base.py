@@ -45,8 +45,10 @@ class SchemaAdapter(Protocol):
         """Tables, columns, keys and comments; no statistics. Raises DatasourceError."""
         ...
 
-    def read_snapshot(self, captured_at: datetime, *, with_stats: bool = True) -> SchemaSnapshot:
-        """A full snapshot: structure, annotations, PII flags and statistics. Raises DatasourceError."""
+    def read_snapshot(self, captured_at: datetime, *, with_stats: bool = True,
+                      previous: SchemaSnapshot | None = None) -> SchemaSnapshot:
+        """A full snapshot: structure, annotations, PII flags and statistics (those of ``previous``
+        kept for unchanged tables while young). Raises DatasourceError."""
         ...
 
     def close(self) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from nl2sql_assets.adapters.base import with_inferred_joins
 from nl2sql_assets.adapters.failures import describe_exception, secrets_of, unavailable
 from nl2sql_assets.adapters.stats import (
-    DEFAULT_PROBE_ROWS, DEFAULT_SAMPLE_ROWS, ColumnPlan, RowCount, Sample, TableKey, compute_statistics,
+    DEFAULT_PROBE_ROWS, DEFAULT_SAMPLE_ROWS, CarriedStats, ColumnPlan, RowCount, Sample, TableKey, compute_statistics,
 )
 from nl2sql_assets.adapters.structure import (
     RawColumn, RawForeignKey, RawTable, assemble_snapshot, build_tables,
@@ -247,15 +247,18 @@ class DuckDBAdapter:
         """Tables, views, columns, keys, comments, annotations and name-based PII flags; no row scans."""
         return build_tables(self.read_raw(), self.config.annotations)
 
-    def read_snapshot(self, captured_at: datetime, *, with_stats: bool = True) -> SchemaSnapshot:
-        """A full snapshot; statistics within ``stats_budget_s`` when ``with_stats``."""
+    def read_snapshot(self, captured_at: datetime, *, with_stats: bool = True,
+                      previous: SchemaSnapshot | None = None) -> SchemaSnapshot:
+        """A full snapshot; statistics within ``stats_budget_s`` when ``with_stats`` (kept from
+        ``previous`` for the tables whose structure it shares, while young enough)."""
         tables = self.read_structure()
         warnings: list[str] = []
         backend = DuckDBStatsBackend(self._connect()) if with_stats else None
         if backend is not None:
             tables, warnings = compute_statistics(
                 tables, backend, budget_s=self.stats_budget_s,
-                sample_rows=self.sample_rows, probe_rows=self.probe_rows,
+                sample_rows=self.sample_rows, probe_rows=self.probe_rows, read_at=captured_at,
+                carried=CarriedStats.from_previous(previous, self.config.statistics.reuse_max_age_hours, captured_at),
                 describe_error=lambda exc: describe_exception(exc, self._secrets),
             )
         tables, join_warnings = with_inferred_joins(tables, backend)

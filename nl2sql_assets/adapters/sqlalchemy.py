@@ -28,7 +28,7 @@ from nl2sql_assets.adapters.failures import describe_exception, unavailable
 from nl2sql_assets.adapters.sqlalchemy_catalog import CatalogReader
 from nl2sql_assets.adapters.sqlalchemy_engine import SQLAlchemyConnector
 from nl2sql_assets.adapters.sqlalchemy_stats import SQLAlchemyStatsBackend
-from nl2sql_assets.adapters.stats import DEFAULT_PROBE_ROWS, DEFAULT_SAMPLE_ROWS, compute_statistics
+from nl2sql_assets.adapters.stats import DEFAULT_PROBE_ROWS, DEFAULT_SAMPLE_ROWS, CarriedStats, compute_statistics
 from nl2sql_assets.adapters.structure import RawTable, assemble_snapshot, build_tables
 from nl2sql_assets.config import DatasourceConfig
 from nl2sql_assets.errors import DatasourceError
@@ -89,8 +89,10 @@ class SQLAlchemyAdapter:
         """Tables, views, columns, keys, comments, annotations and name-based PII flags; no row scans."""
         return build_tables(self.read_raw(), self.config.annotations)
 
-    def read_snapshot(self, captured_at: datetime, *, with_stats: bool = True) -> SchemaSnapshot:
-        """A full snapshot; statistics within ``stats_budget_s`` when ``with_stats``."""
+    def read_snapshot(self, captured_at: datetime, *, with_stats: bool = True,
+                      previous: SchemaSnapshot | None = None) -> SchemaSnapshot:
+        """A full snapshot; statistics within ``stats_budget_s`` when ``with_stats`` (kept from
+        ``previous`` for the tables whose structure it shares, while young enough)."""
         tables = self.read_structure()
         warnings = list(self._warnings)
         backend = None
@@ -99,7 +101,8 @@ class SQLAlchemyAdapter:
             backend = SQLAlchemyStatsBackend(conn, self.dialect, self._connector.default_schema)
             tables, stat_warnings = compute_statistics(
                 tables, backend, budget_s=self.stats_budget_s,
-                sample_rows=self.sample_rows, probe_rows=self.probe_rows,
+                sample_rows=self.sample_rows, probe_rows=self.probe_rows, read_at=captured_at,
+                carried=CarriedStats.from_previous(previous, self.config.statistics.reuse_max_age_hours, captured_at),
                 describe_error=lambda exc: describe_exception(exc, self._connector.secrets),
             )
             warnings.extend(stat_warnings)

@@ -26,6 +26,12 @@ A backend that can (:class:`TimeLimits`) bounds every statement by what is left 
 and skips a table another session holds locked after a short wait, with a warning saying so.
 Views are not sampled: a view's query can cost anything, whatever the ``LIMIT``.
 
+A new version is made only by a structural change, usually of a few tables. The tables it did not
+touch keep the previous version's statistics while those are young (:class:`CarriedStats`,
+``statistics.reuse_max_age_hours`` of the datasources file), with their value-based PII flags, so
+a new version reads what changed instead of the whole schema, and the chunks of the tables it did
+not touch stay identical (nothing to embed again).
+
 The SQL itself lives in the backends (:class:`StatsBackend`): the SQLAlchemy adapter writes
 it for SQLite, PostgreSQL and MySQL/MariaDB with the dialect's identifier quoting (and falls
 back to SQLAlchemy Core elsewhere), the DuckDB adapter writes DuckDB SQL.
@@ -37,14 +43,15 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from datetime import time as dtime
 from decimal import Decimal
 from typing import Protocol, runtime_checkable
 
 from nl2sql_assets.adapters.pii import kinds_in_value, person_hint, pii_kind_from_values, recorded_value_kind
 from nl2sql_assets.progress import ProgressMeter
-from nl2sql_assets.schema.models import Column, ColumnStats, StatStatus, Table
+from nl2sql_assets.schema.fingerprint import DECLARED_VALUES_NOTE, structure_of
+from nl2sql_assets.schema.models import Column, ColumnStats, SchemaSnapshot, StatStatus, Table
 
 logger = logging.getLogger(__name__)
 
@@ -146,6 +153,46 @@ class TimeLimits(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class CarriedStats:
+    """The previous version's tables whose statistics a new read may take over: same structure,
+    statistics read at or after ``not_before``, none skipped, failed or overlaid by dbt's declared
+    values (those are re-read, so the overlay applies to fresh statistics)."""
+
+    tables: dict[TableKey, Table]
+    not_before: datetime
+    captured_at: datetime  # the previous version's capture: when its statistics were read, if it did not record it
+
+    @classmethod
+    def from_previous(cls, previous: SchemaSnapshot | None, max_age_hours: float,
+                      now: datetime) -> CarriedStats | None:
+        """What ``previous`` offers to a read at ``now``; None when nothing can be reused."""
+        if previous is None or max_age_hours <= 0:
+            return None
+        return cls(tables={(t.schema_name, t.name): t for t in previous.tables if t.kind == "table"},
+                   not_before=now - timedelta(hours=max_age_hours), captured_at=previous.captured_at)
+
+    def reusable(self, table: Table) -> Table | None:
+        """``table`` with the previous version's statistics, or None when they must be re-read."""
+        before = self.tables.get((table.schema_name, table.name))
+        if before is None or before.row_count_status == "skipped":
+            return None
+        read_at = before.stats_read_at or self.captured_at
+        if read_at < self.not_before or structure_of([before]) != structure_of([table]):
+            return None
+        old = {c.name: c for c in before.columns}
+        if any(old[c.name].stats is None or old[c.name].stats.status == "skipped"  # type: ignore[union-attr]
+               or (old[c.name].stats.note or "").startswith(DECLARED_VALUES_NOTE)  # type: ignore[union-attr]
+               for c in table.columns):
+            return None
+        columns = [c.model_copy(update={"stats": old[c.name].stats, "pii": c.pii or old[c.name].pii,
+                                        "pii_kind": c.pii_kind or old[c.name].pii_kind}) for c in table.columns]
+        return table.model_copy(update={
+            "row_count": before.row_count, "row_count_status": before.row_count_status,
+            "stats_note": before.stats_note, "stats_read_at": read_at, "columns": columns,
+        })
+
+
 def value_text(value: object) -> str | None:
     """A statistic's value as short text; None for binary values.
 
@@ -175,6 +222,8 @@ def compute_statistics(
     probe_rows: int | None = DEFAULT_PROBE_ROWS,
     describe_error: Callable[[BaseException], str] = lambda exc: type(exc).__name__,
     clock: Callable[[], float] = time.monotonic,
+    read_at: datetime | None = None,
+    carried: CarriedStats | None = None,
 ) -> tuple[list[Table], list[str]]:
     """Statistics and value-based PII flags for ``tables``.
 
@@ -187,6 +236,8 @@ def compute_statistics(
             the rows min, max and top values come from.
         describe_error: turns a query failure into a redacted one-line reason.
         clock: a monotonic clock (tests pass their own).
+        read_at: recorded as each read table's ``stats_read_at``.
+        carried: the previous version's statistics to keep for tables whose structure did not change.
 
     Returns:
         The tables with ``row_count``/``stats`` filled, and warnings (failed queries).
@@ -196,7 +247,12 @@ def compute_statistics(
     sample_rows = max(int(sample_rows), 1)
     limits = backend if isinstance(backend, TimeLimits) else None
     estimates: dict[TableKey, tuple[int, str]] = {}
-    real_tables = [t for t in tables if t.kind == "table"]
+    reused: dict[TableKey, Table] = {}
+    if carried is not None:
+        for table in tables:
+            if table.kind == "table" and (kept := carried.reusable(table)):
+                reused[(table.schema_name, table.name)] = kept
+    real_tables = [t for t in tables if t.kind == "table" and (t.schema_name, t.name) not in reused]
     out: list[Table] = []
     done = skipped = 0
     meter = ProgressMeter("tables introspected", len(tables))
@@ -213,6 +269,9 @@ def compute_statistics(
             if table.kind == "view":
                 out.append(_skipped_table(table, VIEW_NOTE))
                 continue
+            if (kept := reused.get((table.schema_name, table.name))) is not None:
+                out.append(kept)
+                continue
             if clock() >= deadline:
                 out.append(_skipped_table(table, BUDGET_EXHAUSTED))
                 skipped += 1
@@ -220,8 +279,9 @@ def compute_statistics(
             try:
                 if limits is not None:  # no statement of this table outlasts the budget
                     limits.limit_time(deadline - clock())
-                out.append(_table_statistics(table, backend, estimates.get((table.schema_name, table.name)),
-                                             sample_rows, probe_rows, deadline, clock))
+                read = _table_statistics(table, backend, estimates.get((table.schema_name, table.name)),
+                                         sample_rows, probe_rows, deadline, clock)
+                out.append(read.model_copy(update={"stats_read_at": read_at}) if read_at else read)
                 done += 1
             except backend.query_errors as exc:
                 timeout = limits.timeout_reason(exc) if limits is not None else None
@@ -235,8 +295,8 @@ def compute_statistics(
             except backend.query_errors as exc:
                 logger.warning("statistics: the session's time limits could not be restored: %s",
                                describe_error(exc))
-    logger.info("statistics: %d tables sampled, %d skipped by the time budget, %d failed",
-                done, skipped, len(warnings))
+    logger.info("statistics: %d tables sampled, %d kept from the previous version, %d skipped by the time "
+                "budget, %d failed", done, len(reused), skipped, len(warnings))
     return out, warnings
 
 

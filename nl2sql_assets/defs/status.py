@@ -114,14 +114,15 @@ def read_status(instance: dg.DagsterInstance, store: SchemaStore, vectors: Vecto
     states = vectors.index_states()
     partitions = versions_by_datasource(instance.get_dynamic_partitions(names.PARTITIONS_NAME))
     registered = registered_partitions(instance)
+    stored = store.all_versions()  # one read, not one per datasource: every run of `index` writes this status
     rows = []
-    for ds in sorted(set(store.list_datasources()) | set(states) | set(partitions)):
-        state = states.get(ds)
+    for ds in sorted(set(stored) | set(states) | set(partitions)):
+        state, versions = states.get(ds), stored.get(ds, [])
         rows.append(datasource_versions(
-            ds, store_versions=[v.schema_version for v in store.list_versions(ds)],
+            ds, store_versions=[v.schema_version for v in versions],
             live=state.live_version if state is not None else None, partition_versions=partitions.get(ds, ()),
             registered_versions=registered.get(ds, ()),
-            tenant=state.tenant_id if state is not None else store.datasource_tenant(ds)))
+            tenant=state.tenant_id if state is not None else (versions[-1].tenant if versions else None)))
     return rows
 
 

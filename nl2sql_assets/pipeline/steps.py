@@ -121,16 +121,18 @@ class PublishOutcome(_Outcome):
     chunk_set_hash: str
 
 
-def read_snapshot(config: DatasourceConfig, *, now: datetime | None = None,
-                  stats_budget_s: float = 30.0) -> SchemaSnapshot:
-    """A full snapshot of the datasource (structure, statistics, PII flags), captured at ``now``.
+def read_snapshot(config: DatasourceConfig, *, now: datetime | None = None, stats_budget_s: float = 30.0,
+                  previous: SchemaSnapshot | None = None) -> SchemaSnapshot:
+    """A full snapshot of the datasource (structure, statistics, PII flags), captured at ``now``;
+    the tables ``previous`` has with the same structure keep its statistics while they are young
+    (``statistics.reuse_max_age_hours``).
 
     Raises:
         DatasourceError: the datasource cannot be read (the message names it, never the password).
     """
     adapter = open_adapter(config, stats_budget_s=stats_budget_s)
     try:
-        return adapter.read_snapshot(now or datetime.now(UTC))
+        return adapter.read_snapshot(now or datetime.now(UTC), previous=previous)
     finally:
         adapter.close()
 
@@ -177,7 +179,7 @@ def capture_snapshot(config: DatasourceConfig, store: SchemaStore, schema_versio
     if schema_version in registered:
         previous = store.get_snapshot(ds, schema_version)  # a refresh: diff against what it was
     started = perf_counter()
-    snapshot = read_snapshot(config, now=now, stats_budget_s=stats_budget_s)
+    snapshot = read_snapshot(config, now=now, stats_budget_s=stats_budget_s, previous=previous)
     read_s = perf_counter() - started
     if schema_version is not None:
         check_observed(ds, schema_version, snapshot.fingerprint, registered=schema_version in registered,

@@ -182,6 +182,19 @@ def pii_findings(snapshot: SchemaSnapshot, chunk_set: ChunkSet) -> list[PiiFindi
                 for value in [stats.min_value, stats.max_value, *stats.top_values]:
                     if value and len(value) >= 3:
                         pii_values[value] = where
+    seen: dict[str, str | None] = {}  # the same words and metadata values recur: each is checked once
+    seen_texts: dict[str, list[str]] = {}
+
+    def kind_of(candidate: str) -> str | None:
+        if candidate not in seen:
+            seen[candidate] = value_kind(candidate)
+        return seen[candidate]
+
+    def in_text(text: str) -> list[str]:
+        if text not in seen_texts:
+            seen_texts[text] = list(kinds_in_text(text))
+        return seen_texts[text]
+
     for chunk in chunk_set.chunks:
         texts = [chunk.get_page_content(), *[str(v) for k, v in chunk.get_metadata().items()
                                              if k not in GENERATED_METADATA]]
@@ -191,8 +204,8 @@ def pii_findings(snapshot: SchemaSnapshot, chunk_set: ChunkSet) -> list[PiiFindi
                 findings.append(PiiFinding(chunk_id=chunk.id, kind="pii",
                                            reason=f"contains a recorded value of PII column {where}"))
                 break
-        kinds = sorted({k for text in texts for c in _candidates(text) if (k := value_kind(c))}
-                       | {k for text in texts for k in kinds_in_text(text)})
+        kinds = sorted({k for text in texts for c in set(_candidates(text)) if (k := kind_of(c))}
+                       | {k for text in texts for k in in_text(text)})
         for kind in kinds:
             findings.append(PiiFinding(chunk_id=chunk.id, kind=kind, reason=f"text looks like {kind}"))
     return findings

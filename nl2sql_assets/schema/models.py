@@ -98,6 +98,8 @@ class Table(_Frozen):
     row_count: int | None = None
     row_count_status: StatStatus = "skipped"
     stats_note: str | None = None
+    # when the statistics were read: a later version may carry them over while they are young
+    stats_read_at: datetime | None = None
     columns: list[Column] = Field(default_factory=list)
 
     @property

@@ -82,6 +82,10 @@ class SchemaStore(Protocol):
         """Oldest to newest."""
         ...
 
+    def all_versions(self) -> dict[str, list[VersionInfo]]:
+        """Every datasource's versions, oldest to newest, in one read (status pages list them all)."""
+        ...
+
     def list_datasources(self, tenant: str | None = None) -> list[str]:
         ...
 

@@ -300,19 +300,24 @@ class SqlSchemaStore:
 
     def list_versions(self, datasource_id: str) -> list[VersionInfo]:
         """Every stored version of the datasource, oldest to newest (empty when unknown)."""
+        return self._versions(datasource_id).get(datasource_id, [])
+
+    def all_versions(self) -> dict[str, list[VersionInfo]]:
+        """Every datasource's versions, oldest to newest, in one query."""
+        return self._versions(None)
+
+    def _versions(self, datasource_id: str | None) -> dict[str, list[VersionInfo]]:
         v = self._t.versions
-        cols = [c for c in v.c if c.name != "snapshot_json"]
-        rows = self._run(lambda conn: conn.execute(
-            sa.select(*cols).where(v.c.datasource_id == datasource_id).order_by(v.c.seq)).all(), write=False)
-        return [
-            VersionInfo(
-                datasource_id=r.datasource_id, schema_version=r.schema_version, fingerprint=r.fingerprint,
-                metadata_hash=r.metadata_hash, captured_at=_aware(r.captured_at),
-                registered_at=_aware(r.registered_at), updated_at=_aware(r.updated_at),
-                tenant=r.tenant, seq=r.seq,
-            )
-            for r in rows
-        ]
+        query = sa.select(*[c for c in v.c if c.name != "snapshot_json"]).order_by(v.c.datasource_id, v.c.seq)
+        if datasource_id is not None:
+            query = query.where(v.c.datasource_id == datasource_id)
+        rows = self._run(lambda conn: conn.execute(query).all(), write=False)
+        out: dict[str, list[VersionInfo]] = {}
+        for r in rows:
+            out.setdefault(r.datasource_id, []).append(VersionInfo(**{
+                **r._asdict(), "captured_at": _aware(r.captured_at), "registered_at": _aware(r.registered_at),
+                "updated_at": _aware(r.updated_at)}))
+        return out
 
     def list_datasources(self, tenant: str | None = None) -> list[str]:
         """Registered datasource ids, sorted; with ``tenant``, only those whose latest version belongs to it."""

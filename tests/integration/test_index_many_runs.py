@@ -98,8 +98,22 @@ def test_template_is_removed_and_nothing_is_prepared_off_sqlite(instance: dg.Dag
     assert shards.enabled
     template_folder = shards._folder
     assert template_folder is not None and template_folder.is_dir()
+    storage = instance.event_log_storage
+    assert "_connect" in vars(storage)  # one engine per shard while the command runs
+    assert storage.has_table("asset_check_executions") and storage.has_table("asset_check_executions")
+    assert not storage.has_table("no_such_table")
+    run_id = shards.new_run_id()
+    with shards.ready(run_id):
+        with storage.run_connection(run_id) as conn:  # type: ignore[attr-defined]
+            assert conn.exec_driver_sql("SELECT count(*) FROM event_logs").scalar() == 0
+        engine = shards._engines[run_id]
+        with storage.run_connection(run_id):  # type: ignore[attr-defined]
+            assert shards._engines[run_id] is engine
+    assert run_id not in shards._engines  # disposed with its run
     shards.close()
     assert not template_folder.exists() and not shards.enabled
+    assert "_connect" not in vars(storage) and "has_table" not in vars(storage)  # Dagster's own methods again
+    assert not shards._engines
     shards.close()  # twice is fine
     with dg.DagsterInstance.ephemeral() as ephemeral:
         off = RunShards(ephemeral)

@@ -11,7 +11,7 @@ import chromadb
 import pytest
 from chromadb.config import Settings as ChromaSettings
 
-from nl2sql_assets.config import Annotations, DatasourceConfig, MetricConfig
+from nl2sql_assets.config import Annotations, DatasourceConfig, MetricConfig, StatisticsConfig
 from nl2sql_assets.errors import EmbeddingError
 from nl2sql_assets.indexing.chunk_builder import build_chunks
 from nl2sql_assets.indexing.models import SearchFilter
@@ -102,6 +102,28 @@ def test_index_reindex_and_retention(env: dict[str, object]) -> None:
         | {c.id for c in build_chunks(store.get_snapshot("shop", third.schema_version)).chunks})  # type: ignore[attr-defined]
     hits = vectors.search("suppliers", k=3, where=SearchFilter(tenant_id="acme"))  # type: ignore[attr-defined]
     assert any(h.metadata["table"] == "suppliers" for h in hits)
+
+
+def test_a_new_version_reads_and_embeds_only_the_tables_that_changed(env: dict[str, object]) -> None:
+    """Data moved in every table, the structure of one: the new version costs that one table."""
+    config, store, vectors = env["config"], env["store"], env["vectors"]
+    first = index_datasource(config, store, vectors, now=T0)  # type: ignore[arg-type]
+    alter(env["db"], "INSERT INTO orders SELECT order_id + 1000, customer_id, total, 'refunded', ordered_at "  # type: ignore[arg-type]
+                     "FROM orders; ALTER TABLE products ADD COLUMN category TEXT;")
+    second = index_datasource(config, store, vectors, now=T0 + timedelta(hours=1))  # type: ignore[arg-type]
+    assert second.status == "new" and second.refresh.embedded == 2, second.refresh  # products' table + new column
+    kept = store.get_snapshot("shop", second.schema_version).tables  # type: ignore[attr-defined]
+    orders = next(t for t in kept if t.name == "orders")
+    assert orders.row_count == 200 and orders.stats_read_at == T0  # kept from the first version
+
+    fresh = config.model_copy(update={"statistics": StatisticsConfig(reuse_max_age_hours=0)})  # type: ignore[attr-defined]
+    alter(env["db"], "ALTER TABLE products ADD COLUMN color TEXT;")  # type: ignore[arg-type]
+    third = index_datasource(fresh, store, vectors, now=T0 + timedelta(hours=2))  # type: ignore[arg-type]
+    orders = next(t for t in store.get_snapshot("shop", third.schema_version).tables  # type: ignore[attr-defined]
+                  if t.name == "orders")
+    assert orders.row_count == 400 and "refunded" in orders.column("status").stats.top_values  # type: ignore[union-attr]
+    assert third.refresh.embedded > 2  # the orders chunks carry the new statistics
+    assert first.refresh.total == second.refresh.total - 1
 
 
 def test_metadata_change_updates_in_place_and_reembeds_only_changed_texts(env: dict[str, object]) -> None:

@@ -91,6 +91,11 @@ MALFORMED = {
     "duplicate metric": ("datasources:\n  - id: crm\n    url: sqlite:///a.db\n    metrics:\n"
                          "      - {name: m, definition: x}\n      - {name: m, definition: y}\n",
                          "#1 (crm)", "metrics", ["unique"]),
+    "negative statistics age": ("datasources:\n  - id: crm\n    url: sqlite:///a.db\n    statistics:\n"
+                                "      reuse_max_age_hours: -1\n", "#1 (crm)", "statistics.reuse_max_age_hours",
+                                ["greater than or equal to 0"]),
+    "unknown statistics key": ("datasources:\n  - id: crm\n    url: sqlite:///a.db\n    statistics:\n"
+                               "      max_age: 3\n", "#1 (crm)", "statistics.max_age", ["unknown field"]),
 }
 
 

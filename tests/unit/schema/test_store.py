@@ -258,6 +258,9 @@ def test_retention_is_per_datasource(store: SqlSchemaStore) -> None:
         store.register_snapshot(numbered(i, ds_id="b"))
     assert len(store.apply_retention("a", 1)) == 2
     assert len(store.list_versions("b")) == 3
+    # every datasource's versions in one read: the same as asking for each
+    assert store.all_versions() == {"a": store.list_versions("a"), "b": store.list_versions("b")}
+    assert [v.seq for v in store.all_versions()["b"]] == [1, 2, 3]
 
 
 def test_persists_across_store_instances(store_url: str) -> None:
