@@ -14,6 +14,8 @@ subprocess (so peak RSS is per case) generates the schema and runs the product's
   sensor tick costs), best of three;
 - ``reindex``: 1% of the tables (at least one) get a new column, the drift check sees it, then
   ``index_datasource`` again: seconds, chunks embedded, and ``reindex_share`` = re-index / full;
+  ``reindex_2``: the same with another 1% (after a first version whose statistics budget did not
+  reach every table, the first re-index also reads those; the second shows the steady state);
 - ``retrieval``: p50/p95 of :class:`~nl2sql_assets.retrieval.retriever.SchemaRetriever.retrieve`
   over generated questions (after one warm-up);
 - ``peak_rss_mb``: the subprocess's peak resident memory.
@@ -192,22 +194,29 @@ def run_case(engine: str, size: int, work: Path, postgres_url: str) -> dict[str,
         out["drift_check_runs_s"] = [round(s, 3) for s in drift_runs]
         out["drift_unchanged_status"] = result.status
 
-        changed = names[:max(1, round(size * 0.01))]
-        execute_apart(db, [f"ALTER TABLE {n} ADD COLUMN loyalty_tier VARCHAR(20)" for n in changed])
-        started = time.perf_counter()
-        drifted = check_drift([config], store, now=T0 + timedelta(hours=1))[0]
-        drift_changed_s = time.perf_counter() - started
-        timed.seconds = 0.0
-        started = time.perf_counter()
-        again = index_datasource(config, store, vectors, now=T0 + timedelta(hours=1))
-        again_s = time.perf_counter() - started
-        out["reindex"] = {
-            "tables_changed": len(changed), "drift_status": drifted.status,
-            "drift_check_s": round(drift_changed_s, 3), "seconds": round(again_s, 2),
-            "embedded": again.refresh.embedded, "chunks": again.refresh.total,
-            "embedding_s": round(timed.seconds, 2), "step_s": {k: round(v / 1000, 2) for k, v in again.timings_ms.items()},
-        }
-        out["reindex_share"] = round(again_s / full_s, 3) if full_s else None
+        first = store.get_snapshot("scale", full.schema_version)
+        out["full_index"]["stats_skipped_tables"] = sum(t.row_count_status == "skipped" for t in first.tables)
+        step = max(1, round(size * 0.01))
+        # two rounds of 1% drift: the second shows the steady state when the first version's
+        # statistics budget did not reach every table (the first re-index reads those then)
+        for label, hours in (("reindex", 1), ("reindex_2", 2)):
+            changed = names[(hours - 1) * step:hours * step]
+            execute_apart(db, [f"ALTER TABLE {n} ADD COLUMN loyalty_tier_{hours} VARCHAR(20)" for n in changed])
+            started = time.perf_counter()
+            drifted = check_drift([config], store, now=T0 + timedelta(hours=hours))[0]
+            drift_changed_s = time.perf_counter() - started
+            timed.seconds = 0.0
+            started = time.perf_counter()
+            again = index_datasource(config, store, vectors, now=T0 + timedelta(hours=hours))
+            again_s = time.perf_counter() - started
+            out[label] = {
+                "tables_changed": len(changed), "drift_status": drifted.status,
+                "drift_check_s": round(drift_changed_s, 3), "seconds": round(again_s, 2),
+                "embedded": again.refresh.embedded, "chunks": again.refresh.total,
+                "embedding_s": round(timed.seconds, 2),
+                "step_s": {k: round(v / 1000, 2) for k, v in again.timings_ms.items()},
+            }
+            out[f"{label}_share"] = round(again_s / full_s, 3) if full_s else None
 
         retriever = SchemaRetriever(store, vectors, service)
         asked = questions(names)
@@ -263,6 +272,9 @@ def verdicts(cases: list[dict[str, Any]]) -> dict[str, Any]:
     for c in ok:
         key = f"{c['engine']}:{c['tables']}"
         out.setdefault("reindex_share", {})[key] = {"share": c["reindex_share"], "met": c["reindex_share"] <= 0.10}
+        if "reindex_2_share" in c:
+            out.setdefault("reindex_2_share", {})[key] = {"share": c["reindex_2_share"],
+                                                          "met": c["reindex_2_share"] <= 0.10}
         if c["tables"] == 3000:
             out[f"rss_3000_{c['engine']}"] = {"mb": c["peak_rss_mb"], "met": c["peak_rss_mb"] <= 1536}
     for engine in {c["engine"] for c in ok}:
@@ -291,22 +303,23 @@ def write_results(cases: list[dict[str, Any]], command: str, folder: Path) -> No
         f"Targets: {TARGETS}.", "",
         "| engine | tables | chunks | drift check s | introspection s | chunk s | embedding s | plain loop s "
         "| vector writes s | full index s | re-index s | re-index share | embedded on re-index "
-        "| retrieval p50 / p95 ms | peak RSS MB |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| second re-index s (share; embedded) | retrieval p50 / p95 ms | peak RSS MB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|",
     ]
     for c in cases:
         if "error" in c:
-            lines.append(f"| {c['engine']} | {c['tables']} | failed: {c['error'][:80]} |" + " |" * 12)
+            lines.append(f"| {c['engine']} | {c['tables']} | failed: {c['error'][:80]} |" + " |" * 13)
             continue
         if "full_index" not in c:  # --stages drift
             lines.append(f"| {c['engine']} | {c['tables']} | (drift only) | {c['drift_check_s']} "
-                         f"| {c['introspection_s']} |" + " |" * 9 + f" {c['peak_rss_mb']} |")
+                         f"| {c['introspection_s']} |" + " |" * 10 + f" {c['peak_rss_mb']} |")
             continue
-        f, r = c["full_index"], c["reindex"]
+        f, r, r2 = c["full_index"], c["reindex"], c.get("reindex_2")
+        second = f"{r2['seconds']} ({c['reindex_2_share']}; {r2['embedded']})" if r2 else "-"
         lines.append(
             f"| {c['engine']} | {c['tables']} | {c['chunks']} | {c['drift_check_s']} | {f['introspection_s']} "
             f"| {f['chunk_s']} | {f['embedding_s']} | {f['plain_loop_s']} | {f['vector_writes_s']} | {f['seconds']} "
-            f"| {r['seconds']} | {c['reindex_share']} | {r['embedded']} of {r['chunks']} "
+            f"| {r['seconds']} | {c['reindex_share']} | {r['embedded']} of {r['chunks']} | {second} "
             f"| {c['retrieval_ms']['p50']} / {c['retrieval_ms']['p95']} | {c['peak_rss_mb']} |")
     lines += ["", "Targets on the cases that ran:", "", "```json", json.dumps(verdicts(cases), indent=2), "```", ""]
     if plotted:
@@ -315,7 +328,7 @@ def write_results(cases: list[dict[str, Any]], command: str, folder: Path) -> No
               "the adapter's read with statistics; `embedding` = time inside the embedding service during "
               "the full index; `plain loop` = the same texts through raw onnxruntime (sorted, batches of 32); "
               "`vector writes` = the vector-store refresh minus embedding; `re-index` = `index_datasource` after "
-              "1% of the tables got a new column.", ""]
+              "1% of the tables got a new column; `second re-index` = the same for another 1%.", ""]
     replace_section(folder / "RESULTS.md", "\n".join(lines))
 
 

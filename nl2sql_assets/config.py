@@ -255,11 +255,13 @@ class StatisticsConfig(BaseModel):
     """How a new version reads statistics. Only a structural change makes a new version, and the
     tables it did not touch rarely change their data in the meantime: their statistics are taken
     from the previous version while younger than ``reuse_max_age_hours`` (0: always re-read), so
-    a new version costs the tables that changed, not the whole schema."""
+    a new version costs the tables that changed, not the whole schema. ``budget_seconds`` bounds
+    one read; tables it does not reach are read by the next version."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     reuse_max_age_hours: float = Field(default=168.0, ge=0.0)
+    budget_seconds: float = Field(default=30.0, ge=0.0)
 
 
 class DatasourceConfig(BaseModel):

@@ -60,7 +60,7 @@ def _ms(seconds: float) -> float:
 
 def index_datasource(config: DatasourceConfig, store: SchemaStore, vectors: VectorStore, *,
                      now: datetime | None = None, retention: int = 3,
-                     llm: LLMFactory | None = None, stats_budget_s: float = 30.0) -> IndexOutcome:
+                     llm: LLMFactory | None = None, stats_budget_s: float | None = None) -> IndexOutcome:
     """Index one datasource end to end: capture, enrich, checked chunks, publish with retention.
 
     Args:
@@ -70,7 +70,7 @@ def index_datasource(config: DatasourceConfig, store: SchemaStore, vectors: Vect
         now: the capture time (default: the current UTC time).
         retention: versions kept per datasource, in both stores (>= 1).
         llm: builds the enrichment chat client (None: enrichment off).
-        stats_budget_s: the adapter's statistics time budget.
+        stats_budget_s: the adapter's statistics time budget (default: ``statistics.budget_seconds``).
 
     Raises:
         DatasourceError, SchemaStoreError, EmbeddingError, VectorStoreError, UncheckedChunksError:

@@ -121,16 +121,17 @@ class PublishOutcome(_Outcome):
     chunk_set_hash: str
 
 
-def read_snapshot(config: DatasourceConfig, *, now: datetime | None = None, stats_budget_s: float = 30.0,
+def read_snapshot(config: DatasourceConfig, *, now: datetime | None = None, stats_budget_s: float | None = None,
                   previous: SchemaSnapshot | None = None) -> SchemaSnapshot:
     """A full snapshot of the datasource (structure, statistics, PII flags), captured at ``now``;
     the tables ``previous`` has with the same structure keep its statistics while they are young
-    (``statistics.reuse_max_age_hours``).
+    (``statistics.reuse_max_age_hours``); ``stats_budget_s`` overrides ``statistics.budget_seconds``.
 
     Raises:
         DatasourceError: the datasource cannot be read (the message names it, never the password).
     """
-    adapter = open_adapter(config, stats_budget_s=stats_budget_s)
+    budget = config.statistics.budget_seconds if stats_budget_s is None else stats_budget_s
+    adapter = open_adapter(config, stats_budget_s=budget)
     try:
         return adapter.read_snapshot(now or datetime.now(UTC), previous=previous)
     finally:
@@ -162,7 +163,7 @@ def check_observed(datasource_id: str, schema_version: str, fingerprint: str, *,
 
 def capture_snapshot(config: DatasourceConfig, store: SchemaStore, schema_version: str | None = None, *,
                      detected_fingerprint: str | None = None, now: datetime | None = None,
-                     stats_budget_s: float = 30.0) -> SnapshotOutcome:
+                     stats_budget_s: float | None = None) -> SnapshotOutcome:
     """Read the database and register the snapshot.
 
     With ``schema_version`` (a partition) the structure must match it and have been observed;

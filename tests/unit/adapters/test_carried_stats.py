@@ -124,3 +124,14 @@ def test_a_renamed_table_or_column_is_read_afresh(tmp_path: Path, rename: str) -
     assert table.row_count == 31 and table.stats_read_at == T0 + timedelta(hours=1)
     # the rename rewrote the foreign key of orders: its structure changed, so it is read too
     assert second["orders"].stats_read_at == (T0 + timedelta(hours=1) if rename == "customers" else T0)
+
+
+def test_the_budget_comes_from_the_datasources_file(tmp_path: Path) -> None:
+    from nl2sql_assets.pipeline.steps import read_snapshot
+
+    path = _db(tmp_path)
+    none = DatasourceConfig(id="shop", url=f"sqlite:///{path}", statistics=StatisticsConfig(budget_seconds=0))
+    assert {t.stats_note for t in read_snapshot(none, now=T0).tables} == {"time budget exhausted"}
+    default = DatasourceConfig(id="shop", url=f"sqlite:///{path}")
+    assert {t.row_count_status for t in read_snapshot(default, now=T0).tables} == {"exact"}
+    assert {t.row_count_status for t in read_snapshot(none, now=T0, stats_budget_s=30).tables} == {"exact"}
