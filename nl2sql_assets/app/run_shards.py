@@ -13,8 +13,8 @@ WAL); the run's records are the ones Dagster writes itself. Nothing to do on Pos
 any failure here only costs the speed-up: the run then creates its shard as before.
 
 Dagster's SQLite event log also builds a new SQLAlchemy engine for every connection it opens
-(``create_engine``, about fifty times per run: a third of a run's CPU outside the product's own
-work). While a command runs, :class:`RunShards` keeps one engine per shard instead: the same
+(``create_engine``, about fifty times per run: about 0.3 s of CPU per run, measured with cProfile
+on 10 runs of small datasources). While a command runs, :class:`RunShards` keeps one engine per shard instead: the same
 ``NullPool`` engine, so every use still opens and closes its own SQLite connection, under the
 storage's own lock, exactly as Dagster does; only the engine is built once. Its ``has_table``
 (another new engine and a catalog read, asked hundreds of times per command, whether partitions
