@@ -18,7 +18,7 @@ subprocess (so peak RSS is per case) generates the schema and runs the product's
   reach every table, the first re-index also reads those; the second shows the steady state);
 - ``retrieval``: p50/p95 of :class:`~nl2sql_assets.retrieval.retriever.SchemaRetriever.retrieve`
   over generated questions (after one warm-up);
-- ``peak_rss_mb``: the subprocess's peak resident memory.
+- ``peak_rss_mb``: the subprocess's peak resident memory; ``peak_rss_after_mb``: that peak after each stage.
 
 Prints one JSON object and, unless ``--no-write``, writes ``benchmarks/RESULTS.md`` (the
 command, a table of the figures, the targets) and ``benchmarks/scale.png`` (index and re-index
@@ -99,6 +99,11 @@ def execute_apart(db: Database, statements: list[str]) -> None:
         raise RuntimeError(f"generating the {db.engine} schema failed (exit code {child.exitcode})")
 
 
+def peak_mb() -> float:
+    """This process's peak resident memory so far, in MB."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
@@ -137,7 +142,7 @@ def drift_case(engine: str, size: int, work: Path, postgres_url: str) -> dict[st
         store.close()
     finally:
         db.drop()
-    out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    out["peak_rss_mb"] = peak_mb()
     out["load_avg_1m"] = round(os.getloadavg()[0], 2)
     return out
 
@@ -175,6 +180,8 @@ def run_case(engine: str, size: int, work: Path, postgres_url: str) -> dict[str,
         full_s = time.perf_counter() - started
         steps = full.timings_ms
         embed_s = timed.seconds
+        peaks = {"full_index": peak_mb()}
+        out["peak_rss_after_mb"] = peaks
         out["chunks"] = full.refresh.total
         out["columns"] = full.chunk_counts.get("schema.column", 0)
         out["full_index"] = {
@@ -217,6 +224,7 @@ def run_case(engine: str, size: int, work: Path, postgres_url: str) -> dict[str,
                 "step_s": {k: round(v / 1000, 2) for k, v in again.timings_ms.items()},
             }
             out[f"{label}_share"] = round(again_s / full_s, 3) if full_s else None
+            peaks[label] = peak_mb()
 
         retriever = SchemaRetriever(store, vectors, service)
         asked = questions(names)
@@ -229,7 +237,7 @@ def run_case(engine: str, size: int, work: Path, postgres_url: str) -> dict[str,
         out["retrieval_ms"] = {"questions": len(asked), "p50": round(percentile(latencies, 0.5), 1),
                                "p95": round(percentile(latencies, 0.95), 1)}
         # the product's peak: measured before the baseline below loads a second model session
-        out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+        peaks["retrieval"] = out["peak_rss_mb"] = peak_mb()
         texts = [c.get_page_content() for c in build_chunks(store.get_snapshot("scale", full.schema_version)).chunks]
         out["full_index"]["plain_loop_s"] = round(plain_loop(texts), 2)
         vectors.close()

@@ -18,10 +18,10 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 DEFAULT_COLLECTION = "nl2sql_schema"
+READ_PAGE = 5000
+"""Records per metadata read (measured on 60,000 records: peak +105 MB, against +1 GB at 30,000)."""
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,500}[A-Za-z0-9]$")
 
 #: What :meth:`ChromaConnection.records` returns: ids, metadatas, documents, embeddings.
@@ -341,13 +343,46 @@ class ChromaConnection:
 
     def records(self, coll: Collection, where: dict[str, object], *, documents: bool = False,
                 embeddings: bool = False, ids: list[str] | None = None) -> Records:
-        """Records matching ``where`` (and ``ids``): ids, metadatas, documents, embeddings."""
+        """Records matching ``where`` (and ``ids``): ids, metadatas, documents, embeddings.
+
+        Read in pages of ``READ_PAGE`` records: one ``get`` of every metadata fails beyond about
+        32,000 records (SQLite's bound on query variables) and holds several times the data in
+        memory while it runs (+700 MB for 30,000 records).
+        """
         include = ["metadatas"] + (["documents"] if documents else []) + (["embeddings"] if embeddings else [])
-        res = self.call("read chunks", lambda: coll.get(ids=ids, where=where, include=include))  # type: ignore[arg-type]
-        metas = [dict(m or {}) for m in (res["metadatas"] or [])]
-        docs = list(res["documents"] or []) if documents else []
-        vecs = list(res["embeddings"]) if embeddings and res["embeddings"] is not None else []
-        return list(res["ids"]), metas, docs, vecs
+        out_ids: list[str] = []
+        metas: list[dict[str, MetadataValue]] = []
+        docs: list[str] = []
+        vecs: list[np.ndarray] = []
+        for page in self._pages(coll, where, include, ids):
+            out_ids.extend(page["ids"])
+            metas.extend(dict(m or {}) for m in (page["metadatas"] or []))
+            if documents:
+                docs.extend(page["documents"] or [])
+            if embeddings and page["embeddings"] is not None:
+                vecs.extend(page["embeddings"])
+        return out_ids, metas, docs, vecs
+
+    def _pages(self, coll: Collection, where: dict[str, object], include: list[str],
+               ids: list[str] | None) -> Iterator[dict[str, Any]]:
+        if ids is not None:
+            for start in range(0, len(ids), READ_PAGE):
+                part = ids[start:start + READ_PAGE]
+                yield self.call("read chunks", lambda p=part: coll.get(  # type: ignore[misc]
+                    ids=p, where=where, include=include))  # type: ignore[arg-type]
+            return
+        offset = 0
+        while True:
+            page = self.call("read chunks", lambda o=offset: coll.get(  # type: ignore[misc]
+                where=where, include=include, limit=READ_PAGE, offset=o))  # type: ignore[arg-type]
+            yield page
+            if len(page["ids"]) < READ_PAGE:
+                return
+            offset += READ_PAGE
+
+    def record_ids(self, coll: Collection, where: dict[str, object]) -> list[str]:
+        """Ids of the records matching ``where``, without their metadata (cheap at any size)."""
+        return list(self.call("read record ids", lambda: coll.get(where=where, include=[]))["ids"])  # type: ignore[arg-type]
 
     def delete_ids(self, coll: Collection, ids: list[str], what: str) -> None:
         """Delete records in batches the server accepts."""

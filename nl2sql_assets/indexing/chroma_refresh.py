@@ -54,7 +54,7 @@ def planning_records(conn: ChromaConnection, coll: Collection, datasource_id: st
 
     def ids_where(*clauses: dict[str, object]) -> set[str]:
         where = all_of([ds, *clauses])
-        return set(conn.call("read record ids", lambda: coll.get(where=where, include=[]))["ids"])
+        return set(conn.record_ids(coll, where))
 
     everything = ids_where()
     leftovers = ids_where({"valid_from": {"$gt": head}})
@@ -187,7 +187,7 @@ class PlanExecutor:
     def _roll_back(self, coll: Collection, datasource_id: str, new_gen: int, retired: list[str]) -> None:
         """Best effort: drop the partial generation and reopen what it retired."""
         try:
-            partial = self.conn.records(coll, all_of([{"datasource_id": datasource_id}, {"valid_from": new_gen}]))[0]
+            partial = self.conn.record_ids(coll, all_of([{"datasource_id": datasource_id}, {"valid_from": new_gen}]))
             self.conn.delete_ids(coll, partial, "remove partial chunks")
             if retired:
                 self.conn.call("reopen retired chunks", lambda: coll.update(

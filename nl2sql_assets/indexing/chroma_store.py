@@ -63,7 +63,6 @@ from nl2sql_assets.indexing.models import (
 from nl2sql_assets.indexing.refresh_plan import (
     ManifestState,
     RecordCheck,
-    StoredRecord,
     check_chunks,
     check_records,
     chunk_id_for,
@@ -433,9 +432,7 @@ class ChromaVectorStore:
         coll = self._conn.any_collection()
         if coll is None:
             return RecordCheck(datasource_id=datasource_id, legacy=bool(state and state.legacy))
-        ids, metas, _, _ = self._conn.records(coll, {"datasource_id": datasource_id})
-        records = [StoredRecord.from_record(sid, meta) for sid, meta in zip(ids, metas, strict=False)]
-        return check_records(datasource_id, records, state)
+        return check_records(datasource_id, planning_records(self._conn, coll, datasource_id, state), state)
 
     def delete_versions(self, datasource_id: str, versions: Iterable[str]) -> int:
         """Drop the given versions; returns how many records went. Deleting the live version unsets it.
@@ -451,8 +448,8 @@ class ChromaVectorStore:
         state = self._manifest.get(datasource_id)
         if state is not None and not state.legacy:
             return self._drop_versions(coll, state, versions)
-        ids = self._conn.records(
-            coll, all_of([{"datasource_id": datasource_id}, {"schema_version": {"$in": versions}}]))[0]
+        ids = self._conn.record_ids(
+            coll, all_of([{"datasource_id": datasource_id}, {"schema_version": {"$in": versions}}]))
         self._conn.delete_ids(coll, ids, "delete versions")
         if state is not None and state.live_version in versions:
             self._manifest.write(state.model_copy(update={
@@ -463,6 +460,7 @@ class ChromaVectorStore:
         return len(ids)
 
     def _drop_versions(self, coll: Collection, state: ManifestState, versions: list[str]) -> int:
+        records = planning_records(self._conn, coll, state.datasource_id, state)  # ids only, before the manifest moves
         remaining = {v: g for v, g in state.versions.items() if v not in versions}
         update: dict[str, object] = {"versions": remaining}
         if state.live_version in versions:
@@ -470,8 +468,6 @@ class ChromaVectorStore:
         if remaining != state.versions or "live_version" in update:
             update["updated_at"] = datetime.now(UTC).isoformat(timespec="seconds")
             self._manifest.write(state.model_copy(update=update))
-        ids, metas, _, _ = self._conn.records(coll, {"datasource_id": state.datasource_id})
-        records = [StoredRecord.from_record(sid, meta) for sid, meta in zip(ids, metas, strict=False)]
         unused = unused_records(records, remaining.values(), head=state.generation)
         self._conn.delete_ids(coll, unused, "delete versions")
         if unused:
@@ -484,7 +480,7 @@ class ChromaVectorStore:
         coll = self._conn.any_collection()
         if coll is None:
             return 0
-        ids = self._conn.records(coll, {"datasource_id": datasource_id})[0]
+        ids = self._conn.record_ids(coll, {"datasource_id": datasource_id})
         self._conn.delete_ids(coll, ids, "delete datasource")
         self._manifest.delete(datasource_id)
         log.info("datasource %s: deleted %d chunks and its pointer", datasource_id, len(ids))

@@ -15,8 +15,11 @@ import pytest
 from chromadb.config import Settings as ChromaSettings
 
 from nl2sql_assets.errors import VectorStoreError
+from nl2sql_assets.indexing import chroma_connection
+from nl2sql_assets.indexing.breaker import CircuitBreaker
+from nl2sql_assets.indexing.chroma_connection import ChromaConnection
 from nl2sql_assets.indexing.chunk_builder import build_chunks
-from nl2sql_assets.indexing.models import ChunkSet, SearchFilter
+from nl2sql_assets.indexing.models import ChunkSet, ModelIdentity, SearchFilter
 from nl2sql_assets.indexing.vector_store import OPEN_GENERATION, ChromaVectorStore
 from tests.chroma_server import ChromaServer, start_or_skip
 from tests.chunk_samples import CAPTURED, embedding_service_for, model_provider, wide_snapshot  # noqa: F401
@@ -362,3 +365,45 @@ def test_a_search_over_many_datasources_sees_exactly_what_the_exact_filter_sees(
     assert all(same(x, y) and same(z, y) and same(w, y)
                for x, y, z, w in zip(broad, exact, crowded, asked_exactly, strict=True))
     assert all(len(row) == 60 for row in exact[0])
+
+
+# ---------------------------------------------------------------- reads larger than one page
+
+
+def test_versions_larger_than_a_read_page_are_read_evicted_and_audited_exactly(
+        store: ChromaVectorStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Metadata is read in pages; with a page of 7 records every read below crosses many pages."""
+    monkeypatch.setattr(chroma_connection, "READ_PAGE", 7)
+    v1, v2, v3 = version(1), version(2, [3]), version(3, [3, 5])
+    refresh(store, v1)
+    refresh(store, v2, keep_versions=[v1.schema_version])
+    refresh(store, v3, keep_versions=[v1.schema_version, v2.schema_version])
+    assert len(v1.chunks) > 5 * 7
+    for cs in (v1, v2, v3):
+        assert_serves_exactly(store, cs)
+    assert store.delete_versions("wide", [v1.schema_version]) == len(contents(v1) - contents(v2, v3))
+    assert store.count() == len(contents(v2, v3))
+    for cs in (v2, v3):
+        assert_serves_exactly(store, cs)
+    assert store.check_records("wide").orphaned == []
+
+
+def test_a_datasource_with_more_records_than_one_sqlite_query_takes_is_read_whole(tmp_path: Path) -> None:
+    """One ``get`` of every metadata fails past ~32,000 records ("too many SQL variables")."""
+    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"), settings=chroma_settings())
+    identity = ModelIdentity(provider="test", model="two-dimensional", dimension=2)
+    conn = ChromaConnection(client, lambda: identity, collection_name="big_datasource",
+                            breaker=CircuitBreaker("vector_store", failure_threshold=3), where="test")
+    coll = conn.write_collection()
+    n = 33_000
+    for start in range(0, n, 5000):
+        ids = [f"r{i:05d}" for i in range(start, min(n, start + 5000))]
+        coll.add(ids=ids, embeddings=np.ones((len(ids), 2), dtype=np.float32),
+                 metadatas=[{"datasource_id": "big", "valid_from": 1} for _ in ids])
+    coll.add(ids=["other"], embeddings=np.ones((1, 2), dtype=np.float32), metadatas=[{"datasource_id": "small"}])
+    ids, metas, _, _ = conn.records(coll, {"datasource_id": "big"})
+    assert sorted(ids) == [f"r{i:05d}" for i in range(n)]
+    assert all(m == {"datasource_id": "big", "valid_from": 1} for m in metas)
+    assert len(conn.record_ids(coll, {"datasource_id": "big"})) == n
+    picked = [f"r{i:05d}" for i in range(0, n, 3)]
+    assert conn.records(coll, {"datasource_id": "big"}, ids=picked)[0] == picked
