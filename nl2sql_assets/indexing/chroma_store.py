@@ -49,6 +49,7 @@ from nl2sql_assets.indexing.chroma_queries import (
     visible_where,
 )
 from nl2sql_assets.indexing.chroma_refresh import PlanExecutor, planning_records
+from nl2sql_assets.indexing.exact_search import exact_query
 from nl2sql_assets.indexing.embeddings import Embeddings
 from nl2sql_assets.indexing.manifest import GenerationManifest
 from nl2sql_assets.indexing.models import (
@@ -352,6 +353,9 @@ class ChromaVectorStore:
             return self._conn.call("search", lambda: coll.query(  # type: ignore[no-any-return]
                 query_embeddings=part, n_results=k, where=where, include=what))  # type: ignore[arg-type]
 
+        exact = exact_query(self._conn, coll, vectors, n, scope.where, include) if scope.broad is None else None
+        if exact is not None:  # a large batch against one small set: ranked here (exact_search)
+            return [convert(vectors[qi], exact, qi, scope) for qi in range(len(vectors))]
         per_call = max(1, MAX_HITS_PER_QUERY_CALL // fetch)
         for start in range(0, len(vectors), per_call):
             part = vectors[start:start + per_call]

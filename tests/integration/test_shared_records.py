@@ -15,11 +15,11 @@ import pytest
 from chromadb.config import Settings as ChromaSettings
 
 from nl2sql_assets.errors import VectorStoreError
-from nl2sql_assets.indexing import chroma_connection
+from nl2sql_assets.indexing import chroma_connection, chroma_store, exact_search
 from nl2sql_assets.indexing.breaker import CircuitBreaker
 from nl2sql_assets.indexing.chroma_connection import ChromaConnection
 from nl2sql_assets.indexing.chunk_builder import build_chunks
-from nl2sql_assets.indexing.models import ChunkSet, ModelIdentity, SearchFilter
+from nl2sql_assets.indexing.models import ChunkSet, ModelIdentity, SearchFilter, SearchHit
 from nl2sql_assets.indexing.vector_store import OPEN_GENERATION, ChromaVectorStore
 from tests.chroma_server import ChromaServer, start_or_skip
 from tests.chunk_samples import CAPTURED, embedding_service_for, model_provider, wide_snapshot  # noqa: F401
@@ -406,4 +406,39 @@ def test_a_datasource_with_more_records_than_one_sqlite_query_takes_is_read_whol
     assert all(m == {"datasource_id": "big", "valid_from": 1} for m in metas)
     assert len(conn.record_ids(coll, {"datasource_id": "big"})) == n
     picked = [f"r{i:05d}" for i in range(0, n, 3)]
-    assert conn.records(coll, {"datasource_id": "big"}, ids=picked)[0] == picked
+    assert conn.records(coll, None, ids=picked)[0] == picked
+
+
+def _tie_at_cut(hits: list[SearchHit]) -> bool:
+    """Whether the last rank's score is shared with the one before (then either may make the cut)."""
+    return len(hits) > 1 and abs(hits[-1].score - hits[-2].score) <= 1e-6
+
+
+def test_a_large_batch_of_searches_ranks_exactly_as_chroma_does(store: ChromaVectorStore,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """64 queries or more under one exact filter are ranked from the stored vectors (exact_search):
+    the same hits and scores as Chroma gives each query alone, for any version and chunk type."""
+    ranked_here: list[int] = []
+
+    def counted(*args: object, **kwargs: object) -> object:
+        out = exact_search.exact_query(*args, **kwargs)  # type: ignore[arg-type]
+        ranked_here.append(out is not None)
+        return out
+
+    monkeypatch.setattr(chroma_store, "exact_query", counted)
+    v1, v2 = version(1), version(2, [3])
+    refresh(store, v1)
+    refresh(store, v2, keep_versions=[v1.schema_version])
+    texts_asked = [f"{word} of entity {i:03d}" for i in range(40)
+                   for word in ("attribute", "parent")][:exact_search.MIN_QUERIES + 6]
+    for where, k in ((SearchFilter(versions={"wide": v1.schema_version}, chunk_types=["schema.table"]), 3),
+                     (SearchFilter(), 5), (SearchFilter(datasource_ids=["wide"]), 500)):
+        batch = store.search_many(texts_asked, k=k, where=where)
+        for text, hits in zip(texts_asked, batch, strict=True):
+            alone = store.search(text, k=k, where=where)
+            assert [h.score for h in hits] == pytest.approx([h.score for h in alone], abs=1e-6)
+            # the same hits, named and read alike (equal scores may come in another order)
+            assert sorted((h.id, h.schema_version, h.document) for h in hits) == \
+                sorted((h.id, h.schema_version, h.document) for h in alone) or _tie_at_cut(alone)
+    assert all(len(h) == len(v2.chunks) for h in store.search_many(texts_asked, k=500, where=SearchFilter()))
+    assert sum(ranked_here) == 4  # the four batches; every single search went to Chroma

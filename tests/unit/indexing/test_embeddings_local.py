@@ -17,6 +17,7 @@ from nl2sql_assets.indexing.onnx_minilm import (
     CALL_COST_TOKENS,
     DIMENSION,
     LOCAL_MODEL_NAME,
+    MAX_PADDED_TOKENS,
     OnnxMiniLMEmbedder,
     default_model_path,
     default_tokenizer_path,
@@ -178,6 +179,36 @@ def test_batch_plan_is_the_cheapest_of_all_plans(lengths: list[int], batch_size:
     lengths = sorted(lengths)
     best = min(_plan_cost(lengths, plan) for plan in _every_plan(len(lengths), batch_size))
     assert _plan_cost(lengths, plan_batches(lengths, batch_size)) == best
+
+
+@given(st.lists(st.integers(min_value=1, max_value=256), max_size=200), st.integers(min_value=1, max_value=64),
+       st.integers(min_value=1, max_value=2048))
+def test_batch_plan_keeps_each_call_within_the_padded_size(lengths: list[int], batch_size: int,
+                                                           max_padded: int) -> None:
+    lengths = sorted(lengths)
+    batches = plan_batches(lengths, batch_size, max_padded=max_padded)
+    assert [i for start, stop in batches for i in range(start, stop)] == list(range(len(lengths)))
+    for start, stop in batches:  # a text longer than the cap goes alone
+        assert stop - start == 1 or (stop - start) * lengths[stop - 1] <= max_padded
+        assert stop - start <= batch_size
+
+
+def test_the_embedder_never_hands_onnxruntime_more_than_the_padded_cap(local_embedder,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """onnxruntime's arena keeps the largest call's buffers: the cap is what bounds memory."""
+    sizes: list[tuple[int, int]] = []
+    real = local_embedder._embed_batch
+
+    def recorded(ids_list: list[list[int]], width: int) -> np.ndarray:
+        sizes.append((len(ids_list), width))
+        return real(ids_list, width)
+
+    monkeypatch.setattr(local_embedder, "_embed_batch", recorded)
+    texts = [("column total " * n).strip() for n in range(1, 130, 3)]
+    vectors = local_embedder.embed(texts)
+    assert sizes and all(n == 1 or n * width <= MAX_PADDED_TOKENS for n, width in sizes)
+    assert any(n > 1 for n, _ in sizes)
+    assert np.allclose(vectors, np.stack([local_embedder.embed([t])[0] for t in texts]), atol=1e-5)
 
 
 def test_a_question_with_short_and_long_texts_is_split_where_padding_costs_more_than_a_call() -> None:

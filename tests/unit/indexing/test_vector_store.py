@@ -13,7 +13,7 @@ from chromadb.config import Settings as ChromaSettings
 from nl2sql_assets.config import Settings
 from nl2sql_assets.errors import EmbeddingDimensionMismatchError, EmbeddingError
 from nl2sql_assets.indexing.chunk_builder import build_chunks
-from nl2sql_assets.indexing.models import ChunkSet, SearchFilter, chunks_digest
+from nl2sql_assets.indexing.models import ChunkSet, SearchFilter, SearchHit, chunks_digest
 from nl2sql_assets.indexing.vector_store import (
     OPEN_GENERATION,
     ChromaVectorStore,
@@ -308,9 +308,17 @@ def test_many_queries_times_many_hits_are_split_below_sqlites_variable_limit(
     texts = [f"entity {i % 30} attr {i}" for i in range(400)]
     many = store.search_many(texts, k=100, documents=False)
     assert len(many) == 400 and all(len(hits) == 100 for hits in many)
-    for i in (0, 163, 399):  # each text's hits are its own, in the same order as asked alone
-        alone = store.search(texts[i], k=100)
-        assert [h.id for h in many[i]] == [h.id for h in alone]
+    for i in (0, 163, 399):  # each text's hits are its own, ranked as when asked alone
+        assert_same_ranking(many[i], store.search(texts[i], k=100))
+
+
+def assert_same_ranking(hits: list[SearchHit], expected: list[SearchHit]) -> None:
+    """The same scores rank by rank and the same hits, up to the order of equal scores (a batch of
+    64+ queries is ranked outside Chroma: last-bit differences may reorder ties) and which of the
+    hits tied at the last rank made the cut."""
+    assert [h.score for h in hits] == pytest.approx([h.score for h in expected], abs=1e-6)
+    last = expected[-1].score if expected else 0.0
+    assert {h.id for h in hits if h.score > last + 1e-6} == {h.id for h in expected if h.score > last + 1e-6}
 
 
 def test_mmr_returns_k_diverse_hits_from_fetch_k(client: chromadb.api.ClientAPI) -> None:
