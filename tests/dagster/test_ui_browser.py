@@ -158,7 +158,7 @@ def test_assets_partitions_and_metadata_in_graphql_and_the_browser(ui_server: UI
     # the daemon runs the drift sensor (default status RUNNING); nothing changed since `index`
     deadline = time.monotonic() + 120
     ticks: list[dict[str, object]] = []
-    while time.monotonic() < deadline and not ticks:
+    while time.monotonic() < deadline and (not ticks or ticks[0]["status"] == "STARTED"):  # a tick in flight
         state = ui_server.graphql(SENSOR_QUERY)["sensorOrError"]["sensorState"]  # type: ignore[index]
         assert state["status"] == "RUNNING"
         ticks = state["ticks"]

@@ -13,7 +13,7 @@ from chromadb.config import Settings as ChromaSettings
 from nl2sql_assets.config import Settings
 from nl2sql_assets.errors import EmbeddingDimensionMismatchError, EmbeddingError
 from nl2sql_assets.indexing.chunk_builder import build_chunks
-from nl2sql_assets.indexing.models import ChunkSet, SearchFilter, SearchHit, chunks_digest
+from nl2sql_assets.indexing.models import ChunkSet, SearchFilter, chunks_digest
 from nl2sql_assets.indexing.vector_store import (
     OPEN_GENERATION,
     ChromaVectorStore,
@@ -301,24 +301,28 @@ def test_many_queries_times_many_hits_are_split_below_sqlites_variable_limit(
     """Chroma reads a query call's hits back in one SQLite statement (at most 32,766 variables):
     a batch of 400 query texts x 100 hits (40,000) once failed as a whole with "too many SQL
     variables", and every question of the batch fell back to the full schema."""
-    store, _ = make_store(client)
+    store, service = make_store(client)
     chunks = build_chunks(wide_snapshot(30))
     refresh(store, chunks)
     assert len(chunks.chunks) >= 100
     texts = [f"entity {i % 30} attr {i}" for i in range(400)]
     many = store.search_many(texts, k=100, documents=False)
     assert len(many) == 400 and all(len(hits) == 100 for hits in many)
-    for i in (0, 163, 399):  # each text's hits are its own, ranked as when asked alone
-        assert_same_ranking(many[i], store.search(texts[i], k=100))
+    stored = np.asarray(service.embed_documents([c.get_page_content() for c in chunks.chunks]).vectors)
+    stored /= np.linalg.norm(stored, axis=1, keepdims=True)
+    for i in (0, 163, 399):  # each text's hits are its own: the 100 nearest of its own vector
+        asked = np.asarray(service.embed_query(texts[i]))
+        sims = stored @ (asked / np.linalg.norm(asked))
+        nearest = [(chunks.chunks[j].id, float(sims[j])) for j in np.argsort(-sims, kind="stable")[:100]]
+        assert_same_ranking([(h.id, h.score) for h in many[i]], nearest)
 
 
-def assert_same_ranking(hits: list[SearchHit], expected: list[SearchHit]) -> None:
-    """The same scores rank by rank and the same hits, up to the order of equal scores (a batch of
-    64+ queries is ranked outside Chroma: last-bit differences may reorder ties) and which of the
-    hits tied at the last rank made the cut."""
-    assert [h.score for h in hits] == pytest.approx([h.score for h in expected], abs=1e-6)
-    last = expected[-1].score if expected else 0.0
-    assert {h.id for h in hits if h.score > last + 1e-6} == {h.id for h in expected if h.score > last + 1e-6}
+def assert_same_ranking(hits: list[tuple[str, float]], expected: list[tuple[str, float]]) -> None:
+    """The same scores rank by rank and the same ids, up to the order of equal scores (last-bit
+    differences may reorder ties) and which of the ids tied at the last rank made the cut."""
+    assert [s for _, s in hits] == pytest.approx([s for _, s in expected], abs=1e-5)
+    last = expected[-1][1] if expected else 0.0
+    assert {i for i, s in hits if s > last + 1e-5} == {i for i, s in expected if s > last + 1e-5}
 
 
 def test_mmr_returns_k_diverse_hits_from_fetch_k(client: chromadb.api.ClientAPI) -> None:
