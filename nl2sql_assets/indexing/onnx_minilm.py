@@ -229,7 +229,7 @@ class OnnxMiniLMEmbedder:
 #: Padded tokens per inference call at most. onnxruntime's arena keeps the largest call's
 #: buffers (attention grows with batch x width^2): embedding 4,000 chunk texts peaked 357 MB above
 #: the loaded model with batches of 32, 18 MB with this cap, at the same speed (161 vs 150 chunks/s).
-MAX_PADDED_TOKENS: int | None = 512
+MAX_PADDED_TOKENS = 512
 
 #: What one more ``session.run`` call costs, in padded tokens: about 2.7 ms on a 2-core machine,
 #: where a padded token costs about 0.19 ms (``benchmarks/embed_query_batches.py`` fits both: 14.6).

@@ -12,6 +12,7 @@ from chromadb.config import Settings as ChromaSettings
 
 from nl2sql_assets.config import Settings
 from nl2sql_assets.errors import EmbeddingDimensionMismatchError, EmbeddingError
+from nl2sql_assets.indexing import exact_search
 from nl2sql_assets.indexing.chunk_builder import build_chunks
 from nl2sql_assets.indexing.models import ChunkSet, SearchFilter, chunks_digest
 from nl2sql_assets.indexing.vector_store import (
@@ -297,15 +298,22 @@ def test_scores_only_search_matches_the_full_search_including_rewritten_chunks(
 
 
 def test_many_queries_times_many_hits_are_split_below_sqlites_variable_limit(
-        client: chromadb.api.ClientAPI) -> None:
+        client: chromadb.api.ClientAPI, monkeypatch: pytest.MonkeyPatch) -> None:
     """Chroma reads a query call's hits back in one SQLite statement (at most 32,766 variables):
     a batch of 400 query texts x 100 hits (40,000) once failed as a whole with "too many SQL
-    variables", and every question of the batch fell back to the full schema."""
+    variables", and every question of the batch fell back to the full schema. Asked of Chroma
+    (the exact batch path turned off), then by the default path, which ranks such a batch itself."""
     store, service = make_store(client)
     chunks = build_chunks(wide_snapshot(30))
     refresh(store, chunks)
     assert len(chunks.chunks) >= 100
     texts = [f"entity {i % 30} attr {i}" for i in range(400)]
+    with monkeypatch.context() as patched:
+        patched.setattr(exact_search, "MIN_QUERIES", len(texts) + 1)
+        split = store.search_many(texts, k=100, documents=False)
+        assert len(split) == 400 and all(len(hits) == 100 for hits in split)
+        for i in (0, 163, 399):  # each text's hits are its own, in the same order as asked alone
+            assert [h.id for h in split[i]] == [h.id for h in store.search(texts[i], k=100)]
     many = store.search_many(texts, k=100, documents=False)
     assert len(many) == 400 and all(len(hits) == 100 for hits in many)
     stored = np.asarray(service.embed_documents([c.get_page_content() for c in chunks.chunks]).vectors)
