@@ -42,7 +42,8 @@ COLUMN_TARGETS = (0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 PLAIN_K = (1, 2, 3, 5)
 
 
-def load_benchmark(name: str, dataset: Path, work: Path, embed) -> list[Row]:  # type: ignore[no-untyped-def]
+def load_benchmark(name: str, dataset: Path, work: Path, embed,  # type: ignore[no-untyped-def]
+                   word_meaning: bool = True) -> list[Row]:
     """Rows for every question of one indexed benchmark (BIRD also with its evidence blanked)."""
     from nl2sql_assets.config import Settings
     from nl2sql_assets.schema.store import build_schema_store
@@ -56,7 +57,7 @@ def load_benchmark(name: str, dataset: Path, work: Path, embed) -> list[Row]:  #
     questions = load_questions(dataset, name)
     if any(q.get("evidence") for q in questions):
         questions += load_questions(dataset, name, blank_evidence=True)
-    return build_rows([q for q in questions if q["db"] in dbs], dbs, embed)
+    return build_rows([q for q in questions if q["db"] in dbs], dbs, embed, word_meaning)
 
 
 def folds_of(rows: list[Row], k: int) -> list[set[str]]:
@@ -145,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save", type=Path, default=None, help="save the held-out outputs (npz) for --load")
     parser.add_argument("--load", type=Path, default=None,
                         help="reuse saved held-out outputs instead of fitting (same benchmarks, same order)")
+    parser.add_argument("--no-word-meaning", action="store_true",
+                        help="word-meaning features at zero (the ablation: what they add)")
     parser.add_argument("--weights", action="store_true",
                         help="then fit on all databases (at most --max-train questions) and print the weights "
                              "as ranking.py holds them (what fit_ranking_weights.py prints)")
@@ -159,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, dataset, work in args.bench:
         os.environ["NL2SQL_HOME"] = str(work.absolute() / "home")
         embed = embed or build_embedding_service(Settings.from_env())
-        rows += load_benchmark(name, dataset, work, embed)
+        rows += load_benchmark(name, dataset, work, embed, not args.no_word_meaning)
         print(f"{name}: {len(rows)} rows so far ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     keys = ("cl", "tx", "tp", "wp")
     if args.load:

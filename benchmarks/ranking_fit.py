@@ -28,6 +28,7 @@ import numpy as np  # noqa: E402
 from nl2sql_assets.retrieval import ranking as R
 from nl2sql_assets.retrieval.entity_kinds import EntityKinds
 from nl2sql_assets.retrieval.ranking import FLOOR_MARGIN, DenseScores
+from nl2sql_assets.retrieval.word_similarity import WordScores, question_words, word_scores
 
 FOLDS = 3  # inner database-grouped folds for out-of-fold stacking
 FREE = {"is_pk", "is_join_key", "degree", "out_degree", "log_columns", "neighbour_max", "neighbour_sum",
@@ -75,7 +76,7 @@ def top_k_with_floor(tables: np.ndarray, columns: np.ndarray, k: int) -> tuple[n
 
 
 def as_retrieved(seg_tables: np.ndarray, seg_columns: np.ndarray, ent_tables: np.ndarray, ent_columns: np.ndarray,
-                 k: int, kinds: EntityKinds | None = None) -> DenseScores:
+                 k: int, kinds: EntityKinds | None = None, words: WordScores | None = None) -> DenseScores:
     """Exact similarities cut to what retrieval sees (:func:`top_k_with_floor`), as ``DenseScores``.
 
     The models are fitted on these, not on the exact similarities of every chunk: a chunk outside
@@ -84,7 +85,8 @@ def as_retrieved(seg_tables: np.ndarray, seg_columns: np.ndarray, ent_tables: np
     """
     tables, columns = top_k_with_floor(seg_tables, seg_columns, k)
     entities = top_k_with_floor(ent_tables, ent_columns, k)[1] if ent_columns.shape[0] else ent_columns
-    return DenseScores(tables=tables, columns=columns, entities=entities, kinds=kinds or EntityKinds.none())
+    return DenseScores(tables=tables, columns=columns, entities=entities, kinds=kinds or EntityKinds.none(),
+                       words=words)
 
 
 def load_questions(dataset: Path, bench: str, *, blank_evidence: bool = False) -> list[Row]:
@@ -129,8 +131,10 @@ def load_databases(store, embed, bench: str) -> dict[str, Row]:  # type: ignore[
         chunks = build_chunks(snap).chunks
         ttext = {c.table: c.get_page_content() for c in chunks if c.type == "schema.table"}
         ctext = {(c.table, c.column): c.get_page_content() for c in chunks if c.type == "schema.column"}
+        index = R.build_schema_index(snap)
         dbs[f"{bench}/{ds}"] = {
-            "index": R.build_schema_index(snap),
+            "index": index,
+            "wv": embed.embed_documents(list(index.words.tokens)).vectors if index.words.tokens else np.zeros((0, 1)),
             "tv": embed.embed_documents([ttext[t.name] for t in snap.tables]).vectors,
             "cv": embed.embed_documents([ctext[(t.name, c.name)] for t in snap.tables for c in t.columns]).vectors,
             "keys": [f"{t.name}.{c.name}".lower() for t in snap.tables for c in t.columns],
@@ -139,8 +143,11 @@ def load_databases(store, embed, bench: str) -> dict[str, Row]:  # type: ignore[
     return dbs
 
 
-def build_rows(questions: list[Row], dbs: dict[str, Row], embed) -> list[Row]:  # type: ignore[no-untyped-def]
-    """One row per question: terms, dense scores as retrieved, column features, labels, baseline cosines."""
+def build_rows(questions: list[Row], dbs: dict[str, Row], embed,  # type: ignore[no-untyped-def]
+               word_meaning: bool = True) -> list[Row]:
+    """One row per question: terms, dense scores as retrieved, column features, labels, baseline cosines.
+
+    ``word_meaning`` False leaves the word-meaning features at zero (``RetrieverConfig.word_meaning``)."""
     from nl2sql_assets.retrieval.entity_kinds import EntityKindScorer
     from nl2sql_assets.retrieval.lexical import build_query_terms
     from nl2sql_assets.retrieval.models import RetrieverConfig
@@ -148,14 +155,17 @@ def build_rows(questions: list[Row], dbs: dict[str, Row], embed) -> list[Row]:  
     kinds = EntityKindScorer(embed.embed_queries)
     k = RetrieverConfig().dense_k
     terms = [build_query_terms(str(q["question"]), str(q.get("evidence") or "") or None) for q in questions]
-    vec = _embed_all(embed, (s for t in terms for s in (*t.segments, *t.entities)))
+    vec = _embed_all(embed, (s for t in terms for s in (*t.segments, *t.entities, *question_words(t))))
     rows = []
     for q, t in zip(questions, terms, strict=True):
         d = dbs[str(q["db"])]
+        qw = question_words(t) if word_meaning else []
+        words = word_scores(d["index"].words, d["wv"], np.vstack([vec[w] for w in qw]) if qw  # type: ignore[union-attr]
+                            else np.zeros((0, 1)))
         seg = np.vstack([vec[s] for s in t.segments])
         ent = np.vstack([vec[e] for e in t.entities]) if t.entities else np.zeros((0, seg.shape[1]), np.float32)
         dense = as_retrieved(seg @ d["tv"].T, seg @ d["cv"].T, ent @ d["tv"].T, ent @ d["cv"].T,  # type: ignore[union-attr]
-                             k, kinds.scores(ent) if len(ent) else None)
+                             k, kinds.scores(ent) if len(ent) else None, words)
         gold_t = {str(g).lower() for g in q["gold_tables"]}  # type: ignore[union-attr]
         gold_c = {str(g).lower() for g in q["gold_columns"]}  # type: ignore[union-attr]
         rows.append({"db": q["db"], "bench": q["bench"], "wording": q["wording"], "d": d, "terms": t,

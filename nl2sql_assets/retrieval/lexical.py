@@ -61,6 +61,9 @@ _TIME_WORDS = frozenset({"time", "duration", "elapsed", "millisecond", "millisec
 _PERSON_NAME_WORDS = frozenset({"forename", "surname", "firstname", "lastname", "fullname", "nickname", "displayname"})
 _PERSON_NAME_QUALIFIERS = frozenset("""first last full display given family middle nick player user member driver
 customer client employee student author person owner patient""".split())
+# the parts a person's name is split into (first_name / last_name, fname / lname, forename / surname)
+_NAME_PART_WORDS = frozenset({"forename", "surname", "firstname", "lastname", "middlename", "fname", "lname", "mname"})
+_NAME_PART_QUALIFIERS = frozenset({"first", "last", "middle", "given", "family", "f", "l", "m"})  # LName: l + name
 # a column holds places when its name or description says so
 _PLACE_WORDS = frozenset("""city country region district state county location address town province nation place
 hometown continent territory municipality""".split())
@@ -108,6 +111,20 @@ def is_person_name_column(name: str) -> bool:
     [False, False, False, False]
     """
     return _names_people(frozenset(words(name, drop_stopwords=False)))
+
+
+def is_name_part(name: str) -> bool:
+    """Whether a column's name says it holds one part of a person's name (first, last, middle).
+
+    >>> [is_name_part(n) for n in ("first_name", "LName", "surname", "given_name", "FirstName")]
+    [True, True, True, True, True]
+    >>> [is_name_part(n) for n in ("name", "player_name", "last_update", "first_seen", "company_name")]
+    [False, False, False, False, False]
+    """
+    name_words = set(words(name, drop_stopwords=False))
+    if name_words & _NAME_PART_WORDS:
+        return True
+    return "name" in name_words and bool(name_words & _NAME_PART_QUALIFIERS)
 
 
 def _names_people(name_words: frozenset[str]) -> bool:
@@ -299,10 +316,11 @@ class LexicalIndex:
                 is_person = is_text and _names_people(frozenset(item.name_words))
                 is_place = is_text and not _PLACE_WORDS.isdisjoint({*item.name_words, *item.desc_words})
                 col_flags.append((float(is_date), float(is_year), float(is_time), float(is_text), float(is_name),
-                                  float(is_person), float(is_place)))
+                                  float(is_person), float(is_place), float(is_text and is_name_part(col.name))))
         # per column: date, year, time, text, name (a text column called a name: where proper nouns
-        # live), person (a text column of people's names), place (a text column of places)
-        self.flags = np.array(col_flags, dtype=np.float32).reshape(-1, 7)
+        # live), person (a text column of people's names), place (a text column of places), name
+        # part (a text column holding one part of a person's name)
+        self.flags = np.array(col_flags, dtype=np.float32).reshape(-1, 8)
         self.column_table_arr = np.array(self.column_table, dtype=np.int64)
         n_docs = len(self.columns) + len(self.tables)
         df: Counter[str] = Counter()

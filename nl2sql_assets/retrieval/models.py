@@ -128,11 +128,14 @@ class RetrieverConfig(_Frozen):
             fitted with 12; its lexical features compare the candidates with each other).
         route_k: vector hits per query text that routing looks at.
         infer_joins: join tables on same-named key columns where no foreign key is declared.
+        word_meaning: match the question's words to the schema's words by meaning, one word at a
+            time ("vocalists" for ``singer``): each schema word is embedded once per version, on
+            the first question. False leaves those features at zero (the weights were fitted with them).
         cache_size: (datasource, version) indexes kept in memory.
     """
 
-    recall_target: float | None = Field(default=0.79, gt=0.0, lt=1.0)
-    column_recall_target: float | None = Field(default=0.45, gt=0.0, lt=1.0)
+    recall_target: float | None = Field(default=0.8, gt=0.0, lt=1.0)
+    column_recall_target: float | None = Field(default=0.5, gt=0.0, lt=1.0)
     table_threshold: float = Field(default=0.0768, ge=0.0, le=1.0)
     max_tables: int = Field(default=8, ge=1)
     column_cost: float = Field(default=2.99, ge=0.0)
@@ -143,4 +146,5 @@ class RetrieverConfig(_Frozen):
     route_candidates: int = Field(default=12, ge=1)
     route_k: int = Field(default=40, ge=1)
     infer_joins: bool = True
+    word_meaning: bool = True
     cache_size: int = Field(default=256, ge=1)

@@ -28,6 +28,7 @@ from nl2sql_assets.indexing.embeddings import Embeddings
 from nl2sql_assets.indexing.models import ChunkScore, SearchHit
 from nl2sql_assets.retrieval.lexical import QueryTerms, build_query_terms, evidence_clauses
 from nl2sql_assets.retrieval.models import RetrievalRequest
+from nl2sql_assets.retrieval.word_similarity import question_words
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,8 @@ class Query:
     """One request on its way through the stages.
 
     ``texts`` are the segments (the first ``n_segments``) then the entities; ``vectors`` holds
-    one row per text. ``route_hits`` and ``schema_hits`` are the batched searches' answers
+    one row per text. ``words`` are the question's words matched one by one against the schema's
+    (:mod:`~nl2sql_assets.retrieval.word_similarity`); ``word_vectors`` one row per word. ``route_hits`` and ``schema_hits`` are the batched searches' answers
     (an exception when the vector store failed; None when nothing was prefetched).
     """
 
@@ -51,7 +53,9 @@ class Query:
     terms: QueryTerms
     texts: list[str]
     n_segments: int
+    words: list[str] = field(default_factory=list)
     vectors: np.ndarray | None = None
+    word_vectors: np.ndarray | None = None
     route_hits: list[list[SearchHit]] | Exception | None = None
     schema_hits: list[list[ChunkScore]] | Exception | None = None
     timings: dict[str, float] = field(default_factory=lambda: {"embed": 0.0, "vector": 0.0, "total": 0.0})
@@ -126,16 +130,18 @@ def build_semantic_query(request: RetrievalRequest) -> Query:
         log.warning("a question was bounded: %s", "; ".join(warnings))
     terms = build_query_terms(question, evidence, hints)
     texts = list(terms.segments) + [e for e in terms.entities if e not in terms.segments]
-    return Query(request=request, terms=terms, texts=texts, n_segments=len(terms.segments), warnings=warnings)
+    return Query(request=request, terms=terms, texts=texts, n_segments=len(terms.segments),
+                 words=question_words(terms), warnings=warnings)
 
 
 def embed_queries(queries: list[Query], embeddings: Embeddings) -> None:
-    """Embed every distinct text of the batch in one call; each query gets its rows."""
-    texts = list(dict.fromkeys(t for q in queries for t in q.texts))
+    """Embed every distinct text and word of the batch in one call; each query gets its rows."""
+    texts = list(dict.fromkeys(t for q in queries for t in (*q.texts, *q.words)))
     t0 = perf_counter()
     vectors = np.asarray(embeddings.embed_queries(texts), dtype=np.float32)
     per_question = (perf_counter() - t0) * 1000 / max(1, len(queries))
     where = {t: i for i, t in enumerate(texts)}
     for q in queries:
         q.vectors = vectors[[where[t] for t in q.texts]]
+        q.word_vectors = vectors[[where[w] for w in q.words]]
         q.timings["embed"] = round(per_question, 2)

@@ -23,9 +23,10 @@ The weights were fitted with logistic regression on BIRD dev and Spider train to
 wordings; BIRD with and without its evidence), on features that describe no particular database
 (similarities, word coverage, mentions, literal types such as a year or a proper noun against
 date or name columns, each entity's nearest text column, a person-like or place-like entity
-against columns of people's names or of places, capped graph degree), each stage on out-of-fold
-outputs of the stages before it, and on similarities cut to each query text's top ``dense_k``
-chunks as the vector store returns them. ``benchmarks/fit_ranking_weights.py`` does the fit;
+against columns of people's names or of places, word meaning: how much of a name the question's
+words mean one by one (:mod:`~nl2sql_assets.retrieval.word_similarity`), capped graph degree),
+each stage on out-of-fold outputs of the stages before it, and on similarities cut to each query
+text's top ``dense_k`` chunks as the vector store returns them. ``benchmarks/fit_ranking_weights.py`` does the fit;
 ``benchmarks/heldout.py`` refits per database-grouped fold and reports every figure on databases
 the fit never saw, and the default recall targets come from its recall/size curve. The weight of
 ``value_hit`` (a question literal equal to a sampled value) is set by hand: the benchmark
@@ -42,24 +43,25 @@ import numpy as np
 from nl2sql_assets.retrieval.entity_kinds import EntityKinds
 from nl2sql_assets.retrieval.join_paths import JoinGraph
 from nl2sql_assets.retrieval.lexical import LexicalIndex, QueryTerms
+from nl2sql_assets.retrieval.word_similarity import SchemaWords, WordScores
 
 COLUMN_FEATURES = (
     "dense_max", "dense_question", "dense_rank", "name_cov", "desc_cov", "mention", "is_pk", "is_join_key",
     "qualified", "mention_unique", "name_cov_unique", "entity_sim", "entity_rank", "year_match",
     "date_match", "time_match", "value_hit", "entity_name", "entity_home", "entity_person",
-    "entity_place",
+    "entity_place", "word_name",
 )
 TABLE_FEATURES = (
     "dense_max", "dense_question", "name_cov", "mention", "coverage", "col_max", "col_second", "mentions",
     "col_rank", "col_gap", "qualified", "mention_unique", "name_cov_unique", "entity_sim", "entity_rank",
     "year_match", "date_match", "time_match", "value_hit", "degree", "out_degree", "log_columns", "entity_home",
-    "entity_person", "entity_place",
+    "entity_person", "entity_place", "word_name", "word_cov", "word_col_max",
 )
 CONTEXT_FEATURES = ("logit", "gap", "rank", "neighbour_max", "neighbour_sum", "between_top2", "residual_cov",
                     "residual_name")
 WITHIN_FEATURES = ("col_logit", "col_gap_in_table", "col_rank_in_table", "table_prob", "log_columns",
                    *COLUMN_FEATURES, "rank_dense_max", "rank_dense_rank", "rank_name_cov", "rank_desc_cov",
-                   "rank_mention", "rank_entity_sim", "novelty")
+                   "rank_mention", "rank_entity_sim", "rank_word_name", "novelty")
 
 
 @dataclass(frozen=True)
@@ -84,12 +86,12 @@ VALUE_HIT_WEIGHT = 3.0  # by hand: see the module docstring
 
 # Fitted weights (logistic regression, L2, C=1, out-of-fold stacking), as printed by
 # benchmarks/fit_ranking_weights.py (or heldout.py --weights) on BIRD dev + Spider train.
-COLUMN_MODEL = LinearModel(weights=(0.0000, 3.3446, 3.0075, 0.0385, 0.0000, 0.1114, 0.9004, 1.1150, 3.9749, 1.2004, 2.7855, 0.0000, 1.2614, 0.8838, 1.0087, 0.0048, 0.0000, 1.0464, 0.0000, 10.6386, 3.0769,), bias=-5.1949)
-TABLE_MODEL = LinearModel(weights=(0.0000, 0.0000, 1.8388, 0.2597, 0.6451, 0.0032, 0.5100, 0.0000, 3.5531, 0.0036, 34.4171, 0.5944, 0.5590, 0.0000, 0.3755, 0.0450, 0.0744, 0.0000, 0.0000, 0.2352, -0.3800, 0.0172, 0.1418, 4.1957, 2.1503,), bias=-2.6341)
-CONTEXT_MODEL = LinearModel(weights=(0.0000, 1.3198, 2.9116, 0.7533, 0.0489, 1.2012, 3.0221, 0.6733, 0.0000, 0.0000, 1.0489, 0.1429, 0.0000, 0.0140, 0.3590, 0.0000, 1.4595, 0.0000, 39.6057, 0.3882, 0.2573, 0.0000, 0.1436, 0.0000, 0.1312, 0.0000, 0.0000, 0.0694, -0.2754, -0.0355, 0.1588, 4.6990, 1.5067,), bias=-2.6171)
-WITHIN_MODEL = LinearModel(weights=(0.0000, 0.0089, 1.4682, 0.0000, -0.3192, 0.0000, 0.0000, 0.0000, 0.5208, 0.3392, 0.5190, -0.0215, 1.4623, 0.8509, 0.8704, 0.8337, 0.1393, 0.5576, 1.1010, 1.4626, 0.0429, 0.0000, 0.8819, 0.0000, 8.8941, 2.5216, 0.9303, 0.9244, 1.3336, 0.0865, 0.1937, 0.0000, 0.3163,), bias=-3.1433)
+COLUMN_MODEL = LinearModel(weights=(0.0000, 2.8025, 2.9226, 0.0000, 0.0840, 0.0000, 0.9085, 0.9776, 4.2779, 1.1387, 1.8871, 0.0000, 1.2594, 0.7158, 0.9575, 0.0617, 0.0000, 0.8725, 0.0000, 10.6905, 2.8412, 1.1998,), bias=-5.1993)
+TABLE_MODEL = LinearModel(weights=(0.0000, 0.0000, 0.0000, 0.0924, 0.6307, 0.0000, 0.4390, 0.0000, 3.3816, 0.0035, 35.7372, 0.6097, 0.6704, 0.0000, 0.3784, 0.0048, 0.0971, 0.0000, 0.0000, 0.1834, -0.2996, 0.0619, 0.1716, 5.2728, 2.2225, 2.5475, 0.0000, 0.0000,), bias=-3.3199)
+CONTEXT_MODEL = LinearModel(weights=(0.0000, 1.3938, 2.5135, 0.6740, 0.0569, 1.1793, 3.0118, 0.7502, 0.0000, 0.0000, 0.0000, 0.0358, 0.0000, 0.0000, 0.3259, 0.0000, 1.6258, 0.0000, 40.3016, 0.3751, 0.3602, 0.0000, 0.1211, 0.0000, 0.1884, 0.0000, 0.0000, 0.0475, -0.2255, -0.0119, 0.2167, 5.4249, 1.6947, 1.5465, 0.0000, 0.0000,), bias=-2.9358)
+WITHIN_MODEL = LinearModel(weights=(0.0000, 0.0086, 1.3833, 0.0000, -0.2905, 0.0000, 0.0000, 0.0000, 0.0000, 0.8396, 0.2996, 0.0325, 1.4352, 1.4060, 1.0539, 0.0972, 0.1211, 0.5915, 1.1050, 1.5083, 0.0000, 0.0000, 0.8080, 0.0000, 9.5608, 1.7329, 1.4269, 0.8162, 0.7210, 1.0253, 0.1490, 0.0700, 0.0000, 0.6975, 0.3177,), bias=-3.3964)
 # Confidence calibration over confidence.CONFIDENCE_FEATURES, as printed by benchmarks/fit_confidence.py.
-CONFIDENCE_MODEL = LinearModel(weights=(0.7643, 4.4803, 10.1842, -1.4502, 2.8839,), bias=-5.1017)
+CONFIDENCE_MODEL = LinearModel(weights=(0.7990, 5.7556, 9.8604, -1.3870, 2.8257,), bias=-4.8046)
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,7 @@ class DenseScores:
     columns: np.ndarray
     entities: np.ndarray
     kinds: EntityKinds = field(default_factory=EntityKinds.none)
+    words: WordScores | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,7 @@ class SchemaIndex:
     out_degree: np.ndarray
     log_columns: np.ndarray
     columns_per_table: np.ndarray
+    words: SchemaWords
 
 
 def build_schema_index(snapshot, *, infer_joins: bool = True) -> SchemaIndex:  # type: ignore[no-untyped-def]
@@ -159,6 +163,7 @@ def build_schema_index(snapshot, *, infer_joins: bool = True) -> SchemaIndex:  #
                                        dtype=np.float32), DEGREE_CAP),
         log_columns=np.log1p(np.array([len(t.columns) for t in snapshot.tables], dtype=np.float32)),
         columns_per_table=np.array([len(t.columns) for t in snapshot.tables], dtype=np.int64),
+        words=SchemaWords.build(lexical),
     )
 
 
@@ -204,13 +209,14 @@ def column_features(index: SchemaIndex, terms: QueryTerms, dense: DenseScores) -
     else:
         ent = ent_rank = np.zeros(n)
     uniq = lex.uniqueness
+    word_name = dense.words.column_name if dense.words is not None else np.zeros(n)
     return np.column_stack([
         dense_max, dense_q, dense_rank, feats["name_cov"], feats["desc_cov"], feats["mention"],
         index.is_pk, index.is_join_key, feats["qualified"], feats["mention"] * uniq, feats["name_cov"] * uniq,
         ent, ent_rank, float(terms.has_year) * lex.flags[:, 1], float(terms.has_date) * lex.flags[:, 0],
         float(terms.has_time) * lex.flags[:, 2], feats["value_hit"], float(bool(terms.entities)) * lex.flags[:, 4],
         home, float(dense.kinds.person.max(initial=0.0)) * lex.flags[:, 5],
-        float(dense.kinds.place.max(initial=0.0)) * lex.flags[:, 6],
+        float(dense.kinds.place.max(initial=0.0)) * lex.flags[:, 6], word_name,
     ]).astype(np.float64)
 
 
@@ -234,6 +240,7 @@ def table_features(index: SchemaIndex, terms: QueryTerms, dense: DenseScores, co
     for t in range(n_tables):
         vals = np.sort(col_logit[table_of == t])[::-1]
         col_second[t] = vals[1] if len(vals) > 1 else (vals[0] if len(vals) else -30.0)
+    words = dense.words if dense.words is not None else WordScores.none(len(table_of), n_tables)
     mentions = np.zeros(n_tables)
     np.add.at(mentions, table_of, col_x[:, COLUMN_FEATURES.index("mention")])
     col_rank = _inverse_rank(col_max[None, :], axis=1)[0]
@@ -247,6 +254,8 @@ def table_features(index: SchemaIndex, terms: QueryTerms, dense: DenseScores, co
         _table_max(col_x[:, COLUMN_FEATURES.index("entity_home")], table_of, n_tables),
         _table_max(col_x[:, COLUMN_FEATURES.index("entity_person")], table_of, n_tables),
         _table_max(col_x[:, COLUMN_FEATURES.index("entity_place")], table_of, n_tables),
+        words.table_name, words.table_coverage,
+        _table_max(col_x[:, COLUMN_FEATURES.index("word_name")], table_of, n_tables),
     ]).astype(np.float64)
 
 
@@ -289,7 +298,7 @@ def _rank_in_table(values: np.ndarray, table_of: np.ndarray, n_tables: int) -> n
     return 1.0 / (1.0 + ranks)
 
 
-_WITHIN_RANKED = ("dense_max", "dense_rank", "name_cov", "desc_cov", "mention", "entity_sim")
+_WITHIN_RANKED = ("dense_max", "dense_rank", "name_cov", "desc_cov", "mention", "entity_sim", "word_name")
 
 
 def within_features(index: SchemaIndex, col_x: np.ndarray, col_logit: np.ndarray,
@@ -358,6 +367,8 @@ def select(index: SchemaIndex, scores: SchemaScores, *, table_threshold: float, 
     ``column_recall_target`` columns of the selected tables are kept the same way, by the
     probability that the column is needed (its table's times its own within the table; most
     likely first, across tables), else those whose probability reaches ``column_threshold``.
+    A part of a person's name that is sent brings the table's other parts (first and last name
+    are asked for together far more often than alone).
     """
     prob = scores.table_prob
     if not len(prob):
@@ -397,6 +408,10 @@ def select(index: SchemaIndex, scores: SchemaScores, *, table_threshold: float, 
         n = budget_count(need[optional], column_recall_target, minimum=0)
         for ci in optional[:n]:
             kept[int(table_of[ci])].add(ci)
+    # a person's name is split into parts (first_name, last_name): one part sent brings the others
+    part = index.lexical.flags[:, 7] > 0
     for t in tables:
+        if any(part[ci] for ci in kept[t]):
+            kept[t].update(np.flatnonzero(part & (table_of == t)).tolist())
         columns[t] = sorted(kept[t], key=lambda ci: (-scores.within_prob[ci], ci))
     return Selection(tables, columns)

@@ -97,7 +97,9 @@ class SchemaRetriever:
         self.config = config or RetrieverConfig()
         self._owned: list[object] = []
         self._kinds = EntityKindScorer(embeddings.embed_queries)
-        self._schemas = SchemaCache(schema_store, self.config)
+        self._schemas = SchemaCache(schema_store, self.config,
+                                    embed_words=(lambda words: embeddings.embed_documents(words).vectors)
+                                    if self.config.word_meaning else None)
         self._search = VectorSearch(vector_store, self.config)
         self._router = DatasourceRouter(schema_store, self._schemas, self._search, self.config)
 
@@ -305,7 +307,8 @@ class SchemaRetriever:
             return None
         seg = q.n_segments
         kinds = self._kinds.scores(q.vectors[seg:]) if len(q.texts) > seg else EntityKinds.none()  # type: ignore[index]
-        return ranking.DenseScores(tables=rows_t[:seg], columns=rows_c[:seg], entities=rows_c[seg:], kinds=kinds)
+        return ranking.DenseScores(tables=rows_t[:seg], columns=rows_c[:seg], entities=rows_c[seg:], kinds=kinds,
+                                   words=self._schemas.word_scores(cached, q.word_vectors))
 
 
 def _nothing_visible(tenant: str | None) -> Exception:

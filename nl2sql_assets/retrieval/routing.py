@@ -6,8 +6,10 @@ its dense evidence (:func:`route_dense`: per query text its best hit, its best t
 datasource hit, its share of all hits). The best few by dense evidence
 (``RetrieverConfig.route_candidates``) are then scored in full by a small logistic model
 (:data:`ROUTE_MODEL` over :data:`ROUTE_FEATURES`): the dense evidence, an identifier the question
-names, and how much of the question's vocabulary each candidate holds (weighted by how few
-candidates share each word), by its best table and by its best column. The weights were fitted
+names, how much of the question's vocabulary each candidate holds (weighted by how few
+candidates share each word), by its best table and by its best column, and how much of it each
+candidate means word by word (:mod:`~nl2sql_assets.retrieval.word_similarity`: "vocalists" for
+a ``singer`` table). The weights were fitted
 by ``benchmarks/fit_routing.py`` on BIRD dev and Spider train (all databases of a benchmark
 indexed together; a softmax over each question's candidates, held out by database-grouped
 folds); no feature names a database. A candidate's score is ``sigmoid`` of its logit, the bias
@@ -34,11 +36,11 @@ from nl2sql_assets.schema.protocol import SchemaStore
 
 ROUTE_FEATURES = ("dense_mean", "dense_table", "dense_best", "hit_share", "dense_gap", "mention", "overlap",
                   "overlap_share", "table_name_cov", "table_coverage", "column_name_cov", "tables_named",
-                  "columns_named")
+                  "columns_named", "word_coverage", "word_table_coverage")
 #: caps of the counts of tables and of columns whose every name word the question holds
 NAMED_CAPS = (3.0, 5.0)
 # Fitted by benchmarks/fit_routing.py --candidates 12 (softmax over each question's candidates; printed as-is).
-ROUTE_MODEL = LinearModel(weights=(9.1533, 6.9503, 0.9825, 0.5982, 4.5130, 0.0242, 0.7432, 0.2094, 0.0000, 0.0124, 0.9613, 0.5392, 0.1655,), bias=-10.3278)
+ROUTE_MODEL = LinearModel(weights=(7.7248, 7.7997, 0.0000, 0.0880, 4.3281, 0.1463, 0.4055, 0.0000, 0.0000, 0.0000, 0.4440, 0.4966, 0.1267, 2.3951, 4.3411,), bias=-11.5954)
 
 
 @dataclass(frozen=True)
@@ -129,13 +131,19 @@ class DatasourceRouter:
     def _lexical(self, q: Query, candidates: list[str], versions: dict[str, str] | None) -> dict[str, list[float]]:
         """Per candidate: a named identifier, shared vocabulary (idf over the candidates: summed and as a
         share of the question's), the best table's and column's name coverage and table coverage, and
-        how many tables and columns the question names word for word (capped)."""
+        how many tables and columns the question names word for word (capped), and the share of the
+        question's words the schema and its best table mean (word by word)."""
         indexes = {}
+        meanings: dict[str, list[float]] = {}
         for ds in candidates:
             try:
-                indexes[ds] = self.schemas.resolve(ds, None, (versions or {}).get(ds)).index
+                cached = self.schemas.resolve(ds, None, (versions or {}).get(ds))
             except SchemaVersionNotFoundError:
                 continue
+            indexes[ds] = cached.index
+            words = self.schemas.word_scores(cached, q.word_vectors)
+            meanings[ds] = ([words.schema_coverage, float(words.table_coverage.max(initial=0.0))]
+                            if words is not None else [0.0, 0.0])
         if not indexes:
             return {}
         df: dict[str, int] = {}
@@ -155,7 +163,7 @@ class DatasourceRouter:
             out[ds] = [mention, overlap, overlap / total, float(tabs["name_cov"].max(initial=0.0)),
                        float(tabs["coverage"].max(initial=0.0)), float(cols["name_cov"].max(initial=0.0)),
                        min(NAMED_CAPS[0], float((tabs["name_cov"] >= 0.999).sum())),
-                       min(NAMED_CAPS[1], float((cols["name_cov"] >= 0.999).sum()))]
+                       min(NAMED_CAPS[1], float((cols["name_cov"] >= 0.999).sum())), *meanings[ds]]
         return out
 
 

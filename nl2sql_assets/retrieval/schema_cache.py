@@ -15,12 +15,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
+
+import numpy as np
 
 from nl2sql_assets.errors import SchemaVersionNotFoundError
 from nl2sql_assets.indexing.chunk_builder import build_chunks
 from nl2sql_assets.retrieval import ranking
 from nl2sql_assets.retrieval.models import RetrieverConfig
+from nl2sql_assets.retrieval.word_similarity import WordScores, word_scores
 from nl2sql_assets.schema.models import SchemaSnapshot
 from nl2sql_assets.schema.protocol import SchemaStore
 
@@ -37,6 +41,8 @@ class CachedSchema:
     # chunk id -> ("table", (table index,)), ("column", (column index,)) or ("metric", its tables):
     # a search hit needs no metadata from the vector store to find its place
     chunk_pos: dict[str, tuple[str, tuple[int, ...]]]
+    # the schema's words embedded one by one (index.words.tokens), on the first question that needs them
+    token_vectors: np.ndarray | None = None
 
 
 def build_cached(snapshot: SchemaSnapshot, *, infer_joins: bool) -> CachedSchema:
@@ -81,11 +87,15 @@ class SchemaCache:
     Args:
         store: the authoritative snapshots.
         config: ``cache_size`` and ``infer_joins`` are read from it.
+        embed_words: embeds a schema's words (the retriever's model); without it the word
+            features stay zero.
     """
 
-    def __init__(self, store: SchemaStore, config: RetrieverConfig) -> None:
+    def __init__(self, store: SchemaStore, config: RetrieverConfig,
+                 embed_words: Callable[[list[str]], np.ndarray] | None = None) -> None:
         self.store = store
         self.config = config
+        self.embed_words = embed_words
         self._entries: OrderedDict[tuple[str, str], CachedSchema] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -124,6 +134,18 @@ class SchemaCache:
             while len(self._entries) > self.config.cache_size:
                 self._entries.popitem(last=False)
         return cached
+
+    def word_scores(self, cached: CachedSchema, word_vectors: np.ndarray | None) -> WordScores | None:
+        """The question's word vectors against the schema's words, embedded on first use per version."""
+        if word_vectors is None or not len(word_vectors) or self.embed_words is None:
+            return None
+        vectors = cached.token_vectors
+        if vectors is None:  # two threads may both embed; the vectors are the same
+            tokens = list(cached.index.words.tokens)
+            vectors = (np.asarray(self.embed_words(tokens), dtype=np.float32) if tokens
+                       else np.zeros((0, word_vectors.shape[1]), dtype=np.float32))
+            cached.token_vectors = vectors
+        return word_scores(cached.index.words, vectors, word_vectors)
 
     def _latest(self, datasource: str) -> SchemaSnapshot:
         snapshot = self.store.get_latest(datasource)

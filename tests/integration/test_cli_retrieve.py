@@ -29,7 +29,8 @@ def test_human_readable_output(demo_env: Settings, capsys: pytest.CaptureFixture
     out = capsys.readouterr().out
     assert out.startswith("datasource: support (version ")
     assert "\n  main.tickets (" in out and "\njoins:\n" in out and "timings:" in out
-    assert "\n  tickets.policy_id = sla_policies.policy_id (many-to-one)\n" in out.split("\njoins:\n")[1]
+    joins = out.split("\njoins:\n")[1].split("\nconfidence:")[0].splitlines()
+    assert "  tickets.policy_id = sla_policies.policy_id (many-to-one)" in joins
 
 
 def test_json_output_is_the_contract_object(demo_env: Settings, capsys: pytest.CaptureFixture[str]) -> None:

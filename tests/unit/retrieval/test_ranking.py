@@ -151,12 +151,16 @@ def test_a_table_explaining_words_the_top_table_cannot_is_raised() -> None:
     dense = dense_for(index, snap, {})
     scores = ranking.score_schema(index, terms, dense)
     names = [t.name for t in snap.tables]
-    x = ranking.context_features(index, ranking.TABLE_MODEL.prob(scores.table_features), scores.table_features, terms)
+    first = ranking.TABLE_MODEL.prob(scores.table_features)
+    # whichever of the two the first model puts on top, the other explains the words it cannot
+    top = names[int(np.argmax(first))]
+    assert top in ("customers", "orders")
+    other = names.index("orders" if top == "customers" else "customers")
+    x = ranking.context_features(index, first, scores.table_features, terms)
     j = ranking.CONTEXT_FEATURES.index("residual_cov")
-    assert x[names.index("customers"), j] > 0.0 and x[names.index("suppliers"), j] == 0.0
-    without = ranking.CONTEXT_MODEL.prob(ranking.context_features(
-        index, ranking.TABLE_MODEL.prob(scores.table_features), scores.table_features))
-    assert scores.table_prob[names.index("customers")] > without[names.index("customers")]
+    assert x[other, j] > 0.0 and x[names.index(top), j] == 0.0 and x[names.index("suppliers"), j] == 0.0
+    without = ranking.CONTEXT_MODEL.prob(ranking.context_features(index, first, scores.table_features))
+    assert scores.table_prob[other] > without[other]
 
 
 def test_a_proper_noun_the_top_table_cannot_hold_points_to_tables_with_name_columns() -> None:
@@ -331,3 +335,28 @@ def test_recall_targets_outside_zero_one_are_refused(bad: float) -> None:
     with pytest.raises(ValidationError, match="column_recall_target"):
         RetrieverConfig(column_recall_target=bad)
     assert RetrieverConfig(recall_target=None).recall_target is None  # the fixed cut-offs instead
+
+
+def test_one_part_of_a_persons_name_brings_the_others() -> None:
+    """first_name sent alone would answer "Ada" but not "Ada Lovelace"; last_name comes with it.
+    A table without a sent name part gets none added."""
+    snap = shop()
+    index = ranking.build_schema_index(snap)
+    cols = [f"{index.lexical.tables[index.lexical.column_table[i]].name}.{c.name}"
+            for i, c in enumerate(index.lexical.columns)]
+    names = [t.name for t in snap.tables]
+
+    def selected(liked: str) -> dict[str, list[str]]:
+        table_prob = np.array([1.0 if n in ("customers", "orders") else 0.0 for n in names])
+        within = np.array([0.99 if c == liked else 0.01 for c in cols])
+        scores = ranking.SchemaScores(table_prob=table_prob, column_logit=np.zeros(len(cols)),
+                                      column_prob=within, within_prob=within,
+                                      column_features=np.zeros((len(cols), 1)), table_features=np.zeros((len(names), 1)))
+        sel = ranking.select(index, scores, table_threshold=0.5, max_tables=2, column_threshold=0.5, min_columns=0,
+                             recall_target=0.9, column_recall_target=0.9)
+        return {names[t]: sorted(index.lexical.columns[ci].name for ci in cs) for t, cs in sel.columns.items()}
+
+    with_name = selected("customers.first_name")
+    assert {"first_name", "last_name"} <= set(with_name["customers"]), with_name
+    without = selected("customers.city")
+    assert "last_name" not in without["customers"] and "first_name" not in without["customers"], without

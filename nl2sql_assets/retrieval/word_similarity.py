@@ -1,0 +1,143 @@
+"""Word meaning: a question word and a schema word that mean the same without being spelled alike.
+
+Users do not say the schema's words: "vocalists" for ``singer``, "nationality" for ``country``,
+"leaders of the divisions" for ``head`` and ``department``. The lexical evidence
+(:mod:`nl2sql_assets.retrieval.lexical`) is silent there, and one vector for a whole question
+blurs single words. Here each question word and each word of the schema's names and descriptions
+is embedded on its own (the retriever's embedding model, one short text per word) and compared
+one to one. The local MiniLM gives related words 0.4 to 0.85 (vocalists/singer 0.75,
+town/city 0.77, youngest/age 0.62) and unrelated ones about 0.2 to 0.35, so a similarity counts
+from :data:`SIM_FLOOR` up, scaled to reach 1 for the same word.
+
+:class:`SchemaWords` holds a snapshot's words and which names use them (built once per
+(datasource, version) with the lexical index); :func:`word_scores` turns a question's word
+vectors into per-column and per-table features for ranking and a schema-wide share for routing.
+Vectors come from the caller, so this module needs no model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nl2sql_assets.retrieval.lexical import LexicalIndex, QueryTerms
+
+#: below this cosine two single words count as unrelated (MiniLM: unrelated pairs about 0.2 to 0.35)
+SIM_FLOOR = 0.35
+#: at most this many question words are embedded and compared (longest first)
+MAX_QUESTION_WORDS = 24
+
+
+def question_words(terms: QueryTerms) -> list[str]:
+    """The question's words worth a meaning match: alphabetic, three letters or more, sorted.
+
+    >>> from nl2sql_assets.retrieval.lexical import build_query_terms
+    >>> question_words(build_query_terms("How many vocalists are from France in 2019?"))
+    ['france', 'vocalist']
+    """
+    found = sorted(w for w in terms.words if len(w) >= 3 and w.isalpha())
+    if len(found) > MAX_QUESTION_WORDS:
+        found = sorted(sorted(found, key=len, reverse=True)[:MAX_QUESTION_WORDS])
+    return found
+
+
+@dataclass(frozen=True)
+class SchemaWords:
+    """A snapshot's name and description words, and where each is used.
+
+    ``tokens`` are the distinct words; ``col_pairs`` and ``table_pairs`` list (owner, token,
+    weight) for each column's and table's name words, with IDF weights that sum to one per
+    owner; ``vocab_pairs`` lists (table, token) for every word of a table's vocabulary (its
+    name, its columns' names and descriptions), sorted by table.
+    """
+
+    tokens: tuple[str, ...]
+    col_owner: np.ndarray
+    col_token: np.ndarray
+    col_weight: np.ndarray
+    table_owner: np.ndarray
+    table_token: np.ndarray
+    table_weight: np.ndarray
+    vocab_table: np.ndarray
+    vocab_token: np.ndarray
+    n_columns: int
+    n_tables: int
+
+    @classmethod
+    def build(cls, lexical: LexicalIndex) -> SchemaWords:
+        position: dict[str, int] = {}
+
+        def at(tok: str) -> int:
+            return position.setdefault(tok, len(position))
+
+        def pairs(items: list[tuple[str, ...]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            owner, token, weight = [], [], []
+            for i, name_words in enumerate(items):
+                kept = sorted({w for w in name_words if len(w) >= 2 and w.isalpha()})
+                total = sum(lexical.idf(w) for w in kept)
+                for w in kept:
+                    owner.append(i)
+                    token.append(at(w))
+                    weight.append(lexical.idf(w) / total)
+            return (np.array(owner, dtype=np.int64), np.array(token, dtype=np.int64),
+                    np.array(weight, dtype=np.float64))
+
+        col = pairs([c.name_words for c in lexical.columns])
+        tab = pairs([t.name_words for t in lexical.tables])
+        vt, vk = [], []
+        for ti, vocab in enumerate(lexical.table_vocab):
+            for w in sorted(vocab):
+                if len(w) >= 2 and w.isalpha():
+                    vt.append(ti)
+                    vk.append(at(w))
+        return cls(tokens=tuple(position), col_owner=col[0], col_token=col[1], col_weight=col[2],
+                   table_owner=tab[0], table_token=tab[1], table_weight=tab[2],
+                   vocab_table=np.array(vt, dtype=np.int64), vocab_token=np.array(vk, dtype=np.int64),
+                   n_columns=len(lexical.columns), n_tables=len(lexical.tables))
+
+
+@dataclass(frozen=True)
+class WordScores:
+    """Per column: how much of its name the question means (IDF-weighted, each name word by its
+    best question word). Per table: the same for its name, and the share of the question's
+    words its vocabulary means (each question word by its best word of the table)."""
+
+    column_name: np.ndarray
+    table_name: np.ndarray
+    table_coverage: np.ndarray
+    #: the share of the question's words the whole schema means (routing)
+    schema_coverage: float = 0.0
+
+    @classmethod
+    def none(cls, n_columns: int, n_tables: int) -> WordScores:
+        return cls(np.zeros(n_columns), np.zeros(n_tables), np.zeros(n_tables))
+
+
+def scaled(similarity: np.ndarray) -> np.ndarray:
+    """Cosine to a match strength: 0 up to :data:`SIM_FLOOR`, 1 for the same word.
+
+    >>> scaled(np.array([0.2, 0.35, 0.675, 1.0])).round(2).tolist()
+    [0.0, 0.0, 0.5, 1.0]
+    """
+    return np.clip((similarity - SIM_FLOOR) / (1.0 - SIM_FLOOR), 0.0, 1.0)
+
+
+def word_scores(words: SchemaWords, token_vectors: np.ndarray, question_vectors: np.ndarray) -> WordScores:
+    """Features from the question words' vectors (rows) against the schema words' (one row per token)."""
+    if not len(question_vectors) or not len(words.tokens):
+        return WordScores.none(words.n_columns, words.n_tables)
+    strength = scaled(np.asarray(question_vectors, np.float64) @ np.asarray(token_vectors, np.float64).T)
+    best = strength.max(axis=0)  # per schema token: its best question word
+    column_name = np.bincount(words.col_owner, weights=words.col_weight * best[words.col_token],
+                              minlength=words.n_columns)
+    table_name = np.bincount(words.table_owner, weights=words.table_weight * best[words.table_token],
+                             minlength=words.n_tables)
+    coverage = np.zeros(words.n_tables)
+    if len(words.vocab_token):
+        per_pair = strength[:, words.vocab_token]  # (question words, pairs), pairs sorted by table
+        starts = np.flatnonzero(np.r_[True, words.vocab_table[1:] != words.vocab_table[:-1]])
+        per_table = np.maximum.reduceat(per_pair, starts, axis=1)  # each question word's best in the table
+        coverage[words.vocab_table[starts]] = per_table.mean(axis=0)
+    return WordScores(column_name=column_name, table_name=table_name, table_coverage=coverage,
+                      schema_coverage=float(strength.max(axis=1).mean()))
