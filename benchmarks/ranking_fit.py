@@ -216,7 +216,8 @@ def pipeline(train: list[Row], apply: list[Row], iters: int = 3000) -> dict[str,
         r["tx"] = R.table_features(r["d"]["index"], r["terms"], r["dense"], r["cx"], r["cl"])  # type: ignore[index,arg-type]
     models["table"] = stage(R.TABLE_FEATURES, "tx", "ty", "first", lambda m, r: m.prob(r["tx"]))  # type: ignore[arg-type]
     for r in both:
-        r["xx"] = R.context_features(r["d"]["index"], r["first"], r["tx"], r["terms"])  # type: ignore[index,arg-type]
+        r["xx"] = R.context_features(r["d"]["index"], r["first"], r["tx"], r["terms"],  # type: ignore[index,arg-type]
+                                     r["dense"].words)  # type: ignore[union-attr]
     models["context"] = stage(R.CONTEXT_FEATURES + R.TABLE_FEATURES, "xx", "ty", "tp",
                               lambda m, r: m.prob(r["xx"]))  # type: ignore[arg-type]
     for r in both:

@@ -11,8 +11,9 @@ models:
 3. a second table model that also sees the first one's estimates of the table's neighbours in
    the join graph (a hub table next to two likely tables is likely a bridge; two tables
    answering the same words compete) and what of the question the table explains that the
-   likeliest table cannot (words: "orders by loyalty tier" needs a second table; a proper noun
-   when the likeliest table has no name column);
+   likeliest table cannot (words: "orders by loyalty tier" needs a second table; words it means
+   that the likeliest table does not: "the hometown of each athlete" needs the table of people;
+   a proper noun when the likeliest table has no name column);
 
 then a within-table column model for what to send of each selected table. Selection is a budget
 per question (:func:`select`, ``RetrieverConfig.recall_target``): the likeliest tables are kept
@@ -58,7 +59,7 @@ TABLE_FEATURES = (
     "entity_person", "entity_place", "word_name", "word_cov", "word_col_max",
 )
 CONTEXT_FEATURES = ("logit", "gap", "rank", "neighbour_max", "neighbour_sum", "between_top2", "residual_cov",
-                    "residual_name")
+                    "residual_name", "word_residual")
 WITHIN_FEATURES = ("col_logit", "col_gap_in_table", "col_rank_in_table", "table_prob", "log_columns",
                    *COLUMN_FEATURES, "rank_dense_max", "rank_dense_rank", "rank_name_cov", "rank_desc_cov",
                    "rank_mention", "rank_entity_sim", "rank_word_name", "novelty")
@@ -88,10 +89,10 @@ VALUE_HIT_WEIGHT = 3.0  # by hand: see the module docstring
 # benchmarks/fit_ranking_weights.py (or heldout.py --weights) on BIRD dev + Spider train.
 COLUMN_MODEL = LinearModel(weights=(0.0000, 2.8025, 2.9226, 0.0000, 0.0840, 0.0000, 0.9085, 0.9776, 4.2779, 1.1387, 1.8871, 0.0000, 1.2594, 0.7158, 0.9575, 0.0617, 0.0000, 0.8725, 0.0000, 10.6905, 2.8412, 1.1998,), bias=-5.1993)
 TABLE_MODEL = LinearModel(weights=(0.0000, 0.0000, 0.0000, 0.0924, 0.6307, 0.0000, 0.4390, 0.0000, 3.3816, 0.0035, 35.7372, 0.6097, 0.6704, 0.0000, 0.3784, 0.0048, 0.0971, 0.0000, 0.0000, 0.1834, -0.2996, 0.0619, 0.1716, 5.2728, 2.2225, 2.5475, 0.0000, 0.0000,), bias=-3.3199)
-CONTEXT_MODEL = LinearModel(weights=(0.0000, 1.3938, 2.5135, 0.6740, 0.0569, 1.1793, 3.0118, 0.7502, 0.0000, 0.0000, 0.0000, 0.0358, 0.0000, 0.0000, 0.3259, 0.0000, 1.6258, 0.0000, 40.3016, 0.3751, 0.3602, 0.0000, 0.1211, 0.0000, 0.1884, 0.0000, 0.0000, 0.0475, -0.2255, -0.0119, 0.2167, 5.4249, 1.6947, 1.5465, 0.0000, 0.0000,), bias=-2.9358)
+CONTEXT_MODEL = LinearModel(weights=(0.0000, 1.3972, 3.1586, 0.8313, -0.0580, 1.2314, 0.0000, 0.6468, 8.7633, 0.0000, 0.0000, 0.0000, 0.1061, 0.1372, 0.0000, 0.2758, 0.0000, 1.4646, 0.0004, 42.2558, 0.4201, 0.2794, 0.0000, 0.3151, 0.0235, 0.1892, 0.0000, 0.0000, 0.0623, -0.2326, -0.0928, 0.0836, 6.0406, 1.5821, 1.4076, 0.0000, 0.0000,), bias=-3.3732)
 WITHIN_MODEL = LinearModel(weights=(0.0000, 0.0086, 1.3833, 0.0000, -0.2905, 0.0000, 0.0000, 0.0000, 0.0000, 0.8396, 0.2996, 0.0325, 1.4352, 1.4060, 1.0539, 0.0972, 0.1211, 0.5915, 1.1050, 1.5083, 0.0000, 0.0000, 0.8080, 0.0000, 9.5608, 1.7329, 1.4269, 0.8162, 0.7210, 1.0253, 0.1490, 0.0700, 0.0000, 0.6975, 0.3177,), bias=-3.3964)
 # Confidence calibration over confidence.CONFIDENCE_FEATURES, as printed by benchmarks/fit_confidence.py.
-CONFIDENCE_MODEL = LinearModel(weights=(0.7990, 5.7556, 9.8604, -1.3870, 2.8257,), bias=-4.8046)
+CONFIDENCE_MODEL = LinearModel(weights=(0.9023, 6.6366, 9.5387, -1.3796, 2.7059,), bias=-4.7891)
 
 
 @dataclass(frozen=True)
@@ -260,7 +261,7 @@ def table_features(index: SchemaIndex, terms: QueryTerms, dense: DenseScores, co
 
 
 def context_features(index: SchemaIndex, first: np.ndarray, table_x: np.ndarray,
-                     terms: QueryTerms | None = None) -> np.ndarray:
+                     terms: QueryTerms | None = None, words: WordScores | None = None) -> np.ndarray:
     """Second-stage table features: the first estimate, its neighbours' in the join graph, and how
     much of the question this table explains that the likeliest table does not."""
     n = len(first)
@@ -278,8 +279,9 @@ def context_features(index: SchemaIndex, first: np.ndarray, table_x: np.ndarray,
     has_name = _table_max(index.lexical.flags[:, 4], index.lexical.column_table_arr, n)
     residual_name = (float(bool(terms.entities)) * has_name * (1.0 - has_name[top1])
                      if terms is not None and n else np.zeros(n))
+    word_residual = words.residual(int(top1)) if words is not None and n else np.zeros(n)
     return np.column_stack([logit, first - (first.max() if n else 0.0), rank, nb_max, nb_sum, between, residual,
-                            residual_name, table_x])
+                            residual_name, word_residual, table_x])
 
 
 def _rank_in_table(values: np.ndarray, table_of: np.ndarray, n_tables: int) -> np.ndarray:
@@ -325,7 +327,7 @@ def score_schema(index: SchemaIndex, terms: QueryTerms, dense: DenseScores) -> S
     col_logit = column_logits(col_x)
     table_x = table_features(index, terms, dense, col_x, col_logit)
     first = TABLE_MODEL.prob(table_x)
-    table_prob = CONTEXT_MODEL.prob(context_features(index, first, table_x, terms))
+    table_prob = CONTEXT_MODEL.prob(context_features(index, first, table_x, terms, dense.words))
     within = WITHIN_MODEL.prob(within_features(index, col_x, col_logit, table_prob, terms))
     return SchemaScores(table_prob=table_prob, column_logit=col_logit, column_prob=1 / (1 + np.exp(-col_logit)),
                         within_prob=within, column_features=col_x, table_features=table_x)

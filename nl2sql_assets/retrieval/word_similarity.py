@@ -108,10 +108,20 @@ class WordScores:
     table_coverage: np.ndarray
     #: the share of the question's words the whole schema means (routing)
     schema_coverage: float = 0.0
+    #: (tables, question words): how much each table's vocabulary means each question word
+    table_by_word: np.ndarray | None = None
 
     @classmethod
     def none(cls, n_columns: int, n_tables: int) -> WordScores:
         return cls(np.zeros(n_columns), np.zeros(n_tables), np.zeros(n_tables))
+
+    def residual(self, top: int) -> np.ndarray:
+        """Per table: how much of the question's words it means beyond what table ``top`` means
+        (a second table answers a word the likeliest one cannot: the "hometown" of athletes)."""
+        m = self.table_by_word
+        if m is None or not m.shape[1]:
+            return np.zeros(len(self.table_name))
+        return np.clip(m - m[top], 0.0, None).mean(axis=1)
 
 
 def scaled(similarity: np.ndarray) -> np.ndarray:
@@ -133,11 +143,12 @@ def word_scores(words: SchemaWords, token_vectors: np.ndarray, question_vectors:
                               minlength=words.n_columns)
     table_name = np.bincount(words.table_owner, weights=words.table_weight * best[words.table_token],
                              minlength=words.n_tables)
-    coverage = np.zeros(words.n_tables)
+    by_table = np.zeros((words.n_tables, len(question_vectors)))
     if len(words.vocab_token):
         per_pair = strength[:, words.vocab_token]  # (question words, pairs), pairs sorted by table
         starts = np.flatnonzero(np.r_[True, words.vocab_table[1:] != words.vocab_table[:-1]])
-        per_table = np.maximum.reduceat(per_pair, starts, axis=1)  # each question word's best in the table
-        coverage[words.vocab_table[starts]] = per_table.mean(axis=0)
+        # each question word's best in the table
+        by_table[words.vocab_table[starts]] = np.maximum.reduceat(per_pair, starts, axis=1).T
+    coverage = by_table.mean(axis=1)
     return WordScores(column_name=column_name, table_name=table_name, table_coverage=coverage,
-                      schema_coverage=float(strength.max(axis=1).mean()))
+                      schema_coverage=float(strength.max(axis=1).mean()), table_by_word=by_table)

@@ -10,6 +10,7 @@ import pytest
 from nl2sql_assets.retrieval import ranking
 from nl2sql_assets.retrieval.entity_kinds import EntityKinds
 from nl2sql_assets.retrieval.lexical import build_query_terms
+from nl2sql_assets.retrieval.word_similarity import WordScores, question_words, word_scores
 from nl2sql_assets.schema.models import Column, DatasourceInfo, ForeignKey, SchemaSnapshot, Table
 from tests.retrieval_samples import CAPTURED
 
@@ -144,21 +145,30 @@ def test_graph_degree_features_are_capped() -> None:
     assert index.degree[0] == index.out_degree[0] == ranking.DEGREE_CAP
 
 
+def exact_words(index: ranking.SchemaIndex, terms) -> WordScores:  # type: ignore[no-untyped-def]
+    """Word meaning where each question word means only the same schema word (one-hot vectors)."""
+    tokens = index.words.tokens
+    eye = np.eye(len(tokens) + 1)
+    question = np.vstack([eye[tokens.index(w)] if w in tokens else eye[-1] for w in question_words(terms)])
+    return word_scores(index.words, eye[:-1], question)
+
+
 def test_a_table_explaining_words_the_top_table_cannot_is_raised() -> None:
     snap = shop()
     index = ranking.build_schema_index(snap)
     terms = build_query_terms("Total of orders by loyalty tier")
-    dense = dense_for(index, snap, {})
-    scores = ranking.score_schema(index, terms, dense)
+    words = exact_words(index, terms)
+    scores = ranking.score_schema(index, terms, dataclasses.replace(dense_for(index, snap, {}), words=words))
     names = [t.name for t in snap.tables]
     first = ranking.TABLE_MODEL.prob(scores.table_features)
     # whichever of the two the first model puts on top, the other explains the words it cannot
     top = names[int(np.argmax(first))]
     assert top in ("customers", "orders")
     other = names.index("orders" if top == "customers" else "customers")
-    x = ranking.context_features(index, first, scores.table_features, terms)
-    j = ranking.CONTEXT_FEATURES.index("residual_cov")
-    assert x[other, j] > 0.0 and x[names.index(top), j] == 0.0 and x[names.index("suppliers"), j] == 0.0
+    x = ranking.context_features(index, first, scores.table_features, terms, words)
+    for feature in ("residual_cov", "word_residual"):  # by spelling and by meaning
+        j = ranking.CONTEXT_FEATURES.index(feature)
+        assert x[other, j] > 0.0 and x[names.index(top), j] == 0.0 and x[names.index("suppliers"), j] == 0.0
     without = ranking.CONTEXT_MODEL.prob(ranking.context_features(index, first, scores.table_features))
     assert scores.table_prob[other] > without[other]
 

@@ -78,6 +78,22 @@ def test_scores_count_each_word_from_the_floor_up_and_the_same_word_fully() -> N
     assert coverage["stadium"] == 0.0 and coverage["concert"] == 0.0
 
 
+def test_the_residual_is_what_a_table_means_beyond_the_likeliest_one() -> None:
+    lexical = LexicalIndex(_snapshot())
+    words = SchemaWords.build(lexical)
+    basis = {tok: np.eye(len(words.tokens))[i] for i, tok in enumerate(words.tokens)}
+    tokens = np.vstack([basis[t] for t in words.tokens])
+    # "singer" is in singer's and (as singer_id) nowhere else; "capacity" only in stadium's
+    scores = word_scores(words, tokens, np.vstack([basis["singer"], basis["capacity"]]))
+    names = [t.name for t in lexical.tables]
+    by_table = dict(zip(names, scores.table_by_word.tolist(), strict=True))  # type: ignore[union-attr]
+    assert by_table["singer"] == [1.0, 0.0] and by_table["stadium"] == [0.0, 1.0]
+    residual = dict(zip(names, scores.residual(names.index("singer")).tolist(), strict=True))
+    assert residual == {"singer": 0.0, "stadium": 0.5, "concert": 0.0}
+    none = word_scores(words, tokens, np.zeros((0, tokens.shape[1])))
+    assert none.residual(0).tolist() == [0.0, 0.0, 0.0]
+
+
 def test_no_question_words_or_no_schema_words_score_nothing() -> None:
     lexical = LexicalIndex(_snapshot())
     words = SchemaWords.build(lexical)
