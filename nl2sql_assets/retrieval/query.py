@@ -28,7 +28,7 @@ from nl2sql_assets.indexing.embeddings import Embeddings
 from nl2sql_assets.indexing.models import ChunkScore, SearchHit
 from nl2sql_assets.retrieval.lexical import QueryTerms, build_query_terms, evidence_clauses
 from nl2sql_assets.retrieval.models import RetrievalRequest
-from nl2sql_assets.retrieval.word_similarity import question_words
+from nl2sql_assets.retrieval.word_similarity import WordVectorCache, question_words
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +45,9 @@ class Query:
 
     ``texts`` are the segments (the first ``n_segments``) then the entities; ``vectors`` holds
     one row per text. ``words`` are the question's words matched one by one against the schema's
-    (:mod:`~nl2sql_assets.retrieval.word_similarity`); ``word_vectors`` one row per word. ``route_hits`` and ``schema_hits`` are the batched searches' answers
-    (an exception when the vector store failed; None when nothing was prefetched).
+    (:mod:`~nl2sql_assets.retrieval.word_similarity`); ``word_vectors`` one row per word (None
+    when word meaning is off). ``route_hits`` and ``schema_hits`` are the batched searches'
+    answers (an exception when the vector store failed; None when nothing was prefetched).
     """
 
     request: RetrievalRequest
@@ -134,14 +135,21 @@ def build_semantic_query(request: RetrievalRequest) -> Query:
                  words=question_words(terms), warnings=warnings)
 
 
-def embed_queries(queries: list[Query], embeddings: Embeddings) -> None:
-    """Embed every distinct text and word of the batch in one call; each query gets its rows."""
-    texts = list(dict.fromkeys(t for q in queries for t in (*q.texts, *q.words)))
+def embed_queries(queries: list[Query], embeddings: Embeddings, words: WordVectorCache | None = None) -> None:
+    """Embed every distinct text of the batch, and each word ``words`` does not hold, in one call;
+    each query gets its rows. Without ``words`` the queries' words are not embedded."""
     t0 = perf_counter()
+    known, missing = words.lookup([w for q in queries for w in q.words]) if words is not None else ({}, [])
+    texts = list(dict.fromkeys([*(t for q in queries for t in q.texts), *missing]))
     vectors = np.asarray(embeddings.embed_queries(texts), dtype=np.float32)
-    per_question = (perf_counter() - t0) * 1000 / max(1, len(queries))
     where = {t: i for i, t in enumerate(texts)}
+    if words is not None and missing:
+        words.put(missing, vectors[[where[w] for w in missing]])
+    per_question = (perf_counter() - t0) * 1000 / max(1, len(queries))
     for q in queries:
         q.vectors = vectors[[where[t] for t in q.texts]]
-        q.word_vectors = vectors[[where[w] for w in q.words]]
+        if words is None:
+            q.word_vectors = None
+        elif q.words:
+            q.word_vectors = np.vstack([known[w] if w in known else vectors[where[w]] for w in q.words])
         q.timings["embed"] = round(per_question, 2)

@@ -69,6 +69,7 @@ from nl2sql_assets.retrieval.query import Query, build_semantic_query, embed_que
 from nl2sql_assets.retrieval.routing import DatasourceRouter, RouteCandidates
 from nl2sql_assets.retrieval.schema_cache import CachedSchema, SchemaCache
 from nl2sql_assets.retrieval.vector_search import SCHEMA_CHUNKS, LiveVersions, VectorSearch
+from nl2sql_assets.retrieval.word_similarity import WordVectorCache
 from nl2sql_assets.schema.protocol import SchemaStore
 from nl2sql_assets.schema.store import build_schema_store
 
@@ -97,6 +98,7 @@ class SchemaRetriever:
         self.config = config or RetrieverConfig()
         self._owned: list[object] = []
         self._kinds = EntityKindScorer(embeddings.embed_queries)
+        self._words = WordVectorCache() if self.config.word_meaning else None
         self._schemas = SchemaCache(schema_store, self.config,
                                     embed_words=(lambda words: embeddings.embed_documents(words).vectors)
                                     if self.config.word_meaning else None)
@@ -162,7 +164,7 @@ class SchemaRetriever:
         queries = [build_semantic_query(r) for r in requests]
         for q in queries:
             self._check_scope(q.request)
-        embed_queries(queries, self.embeddings)
+        embed_queries(queries, self.embeddings, self._words)
         t0 = perf_counter()
         live = self._route_search(queries)
         targets = [self._target(q, live) for q in queries]
@@ -183,7 +185,7 @@ class SchemaRetriever:
         queries = [build_semantic_query(r) for r in requests]
         for q in queries:
             self._check_scope(q.request)
-        embed_queries(queries, self.embeddings)
+        embed_queries(queries, self.embeddings, self._words)
         live = self._route_search(queries)
         out = []
         for q in queries:
