@@ -15,6 +15,7 @@ from nl2sql_assets.retrieval.word_similarity import (
     MAX_QUESTION_WORDS,
     SIM_FLOOR,
     SchemaWords,
+    WordVectorCache,
     question_words,
     word_scores,
 )
@@ -155,3 +156,33 @@ def test_the_retriever_embeds_a_schemas_words_once_per_version_and_not_when_turn
         assert calls == []
     finally:
         world.close()
+
+
+def test_question_words_are_embedded_once_then_come_from_memory() -> None:
+    from nl2sql_assets.retrieval.models import RetrievalRequest
+    from nl2sql_assets.retrieval.query import build_semantic_query, embed_queries
+    from tests.fakes import HashEmbedder
+
+    calls: list[list[str]] = []
+
+    class Counting:
+        def embed_queries(self, texts):  # type: ignore[no-untyped-def]
+            calls.append(list(texts))
+            return HashEmbedder(16).embed(list(texts))
+
+    cache = WordVectorCache(capacity=3)
+    first = build_semantic_query(RetrievalRequest(question="How many vocalists sang?"))
+    embed_queries([first], Counting(), cache)  # type: ignore[arg-type]
+    assert calls == [["How many vocalists sang?", "sang", "vocalist"]]
+    assert first.word_vectors is not None and first.word_vectors.shape == (2, 16)
+    again = build_semantic_query(RetrievalRequest(question="Which vocalists sang twice?"))
+    embed_queries([again], Counting(), cache)  # type: ignore[arg-type]
+    assert calls[1] == ["Which vocalists sang twice?", "twice"]  # the known words from memory
+    assert np.array_equal(again.word_vectors[again.words.index("vocalist")],  # type: ignore[index]
+                          first.word_vectors[first.words.index("vocalist")])
+    assert cache.lookup(["sang", "vocalist", "twice"])[1] == []
+    cache.put(["arena"], np.ones((1, 16)))  # capacity 3: the least recently used word goes
+    assert cache.lookup(["sang", "vocalist", "twice", "arena"])[1] == ["sang"]
+    off = build_semantic_query(RetrievalRequest(question="How many vocalists sang?"))
+    embed_queries([off], Counting(), None)  # type: ignore[arg-type]
+    assert calls[2] == ["How many vocalists sang?"] and off.word_vectors is None
