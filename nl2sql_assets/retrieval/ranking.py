@@ -27,11 +27,11 @@ date or name columns, each entity's nearest text column, a person-like or place-
 against columns of people's names or of places, word meaning: how much of a name the question's
 words mean one by one (:mod:`~nl2sql_assets.retrieval.word_similarity`), capped graph degree),
 each stage on out-of-fold outputs of the stages before it, and on similarities cut to each query
-text's top ``dense_k`` chunks as the vector store returns them. ``benchmarks/fit_ranking_weights.py`` does the fit;
-``benchmarks/heldout.py`` refits per database-grouped fold and reports every figure on databases
-the fit never saw, and the default recall targets come from its recall/size curve. The weight of
-``value_hit`` (a question literal equal to a sampled value) is set by hand: the benchmark
-databases are empty, so no data could fit it.
+text's top ``dense_k`` chunks as the vector store returns them. ``benchmarks/fit_ranking_weights.py``
+does the fit; ``benchmarks/heldout.py`` refits per database-grouped fold and reports every figure on
+databases the fit never saw, and the default recall targets come from its recall/size curve. The
+weight of ``value_hit`` (a question literal equal to a sampled value) is set by hand: the
+benchmark databases are empty, so no data could fit it.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nl2sql_assets.errors import SchemaVersionNotFoundError
+from nl2sql_assets.errors import EmbeddingError, SchemaVersionNotFoundError
 from nl2sql_assets.indexing.chunk_builder import build_chunks
 from nl2sql_assets.retrieval import ranking
 from nl2sql_assets.retrieval.models import RetrieverConfig
@@ -142,8 +142,13 @@ class SchemaCache:
         vectors = cached.token_vectors
         if vectors is None:  # two threads may both embed; the vectors are the same
             tokens = list(cached.index.words.tokens)
-            vectors = (np.asarray(self.embed_words(tokens), dtype=np.float32) if tokens
-                       else np.zeros((0, word_vectors.shape[1]), dtype=np.float32))
+            try:
+                vectors = (np.asarray(self.embed_words(tokens), dtype=np.float32) if tokens
+                           else np.zeros((0, word_vectors.shape[1]), dtype=np.float32))
+            except EmbeddingError as exc:  # the answer goes on without word meaning; the next question retries
+                log.warning("datasource %s: word meaning unavailable this time: %s",
+                            cached.snapshot.datasource.id, exc)
+                return None
             cached.token_vectors = vectors
         return word_scores(cached.index.words, vectors, word_vectors)
 

@@ -186,3 +186,34 @@ def test_question_words_are_embedded_once_then_come_from_memory() -> None:
     off = build_semantic_query(RetrievalRequest(question="How many vocalists sang?"))
     embed_queries([off], Counting(), None)  # type: ignore[arg-type]
     assert calls[2] == ["How many vocalists sang?"] and off.word_vectors is None
+
+
+def test_a_failure_to_embed_the_schemas_words_answers_without_them_and_is_retried(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from nl2sql_assets.errors import EmbeddingError
+    from tests.fakes import HashEmbedder
+    from tests.retrieval_samples import World, generated_snapshot
+
+    world = World(tmp_path / "w", HashEmbedder(64))
+    try:
+        world.add(generated_snapshot(1, datasource_id="shop", entities=("customer", "order", "product")))
+        embed = world.embeddings.embed_documents
+        down = [True]
+
+        def flaky(texts):  # type: ignore[no-untyped-def]
+            if down[0]:
+                raise EmbeddingError("provider unreachable (test)")
+            return embed(texts)
+
+        world.embeddings.embed_documents = flaky  # type: ignore[method-assign]
+        retriever = world.retriever()
+        result = retriever.retrieve("customers who ordered products", datasource="shop")
+        assert result.tables and result.fallback is None
+        assert "word meaning unavailable this time: provider unreachable (test)" in caplog.text
+        cached = retriever._schemas.resolve("shop", result.schema_version, None)
+        assert cached.token_vectors is None
+        down[0] = False
+        retriever.retrieve("customers who ordered products", datasource="shop")
+        assert cached.token_vectors is not None  # retried on the next question
+    finally:
+        world.close()
