@@ -41,7 +41,7 @@ def test_question_words_are_alphabetic_stems_of_three_letters_or_more() -> None:
                              + " " + " ".join(f"term{'y' * i}" for i in range(40)))
     kept = question_words(many)
     assert len(kept) == MAX_QUESTION_WORDS and kept == sorted(kept)
-    assert "termyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy"[: 4 + 39] in kept  # the longest words are kept
+    assert "term" + "y" * 39 in kept and "term" not in kept  # the longest words are kept
 
 
 def test_schema_words_list_each_name_word_once_with_weights_summing_to_one() -> None:
