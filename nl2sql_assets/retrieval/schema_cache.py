@@ -3,7 +3,8 @@
 Resolution is authoritative: tables, columns and keys come from the SchemaStore snapshot (the
 version asked for, else the vector store's live version, else the latest), never from the
 vector store. A snapshot's lexical index, join graph and chunk positions are built once per
-(datasource, version), not per question, and kept in a small LRU (``RetrieverConfig.cache_size``).
+(datasource, version), not per question, and kept in a small LRU (``RetrieverConfig.cache_size``);
+so are the vectors of its words (word meaning), embedded on the first question that needs them.
 
 The chunk positions are why a search needs no metadata from the vector store: the chunk builder
 names every chunk of a snapshot deterministically, so a hit's id alone places it on a table, a
