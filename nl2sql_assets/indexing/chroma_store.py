@@ -340,7 +340,7 @@ class ChromaVectorStore:
     def _query_many(self, queries: Sequence[str | np.ndarray], n: int, where: SearchFilter, include: list[str],
                     convert: Convert[R]) -> list[list[R]]:
         coll = self._conn.read_collection()
-        scope = scope_of(self._manifest.read, self._manifest.count, where) if coll is not None else None
+        scope = scope_of(*self._manifest.readers(where.state_max_age_s), where) if coll is not None else None
         if coll is None or scope is None:
             return [[] for _ in queries]
         vectors = self._query_vectors(queries)

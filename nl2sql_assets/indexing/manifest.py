@@ -12,7 +12,9 @@ vector: Chroma stores nothing without one.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from time import monotonic
 
 from nl2sql_assets.indexing.chroma_connection import ChromaConnection
 from nl2sql_assets.indexing.models import IndexState, MetadataValue
@@ -57,6 +59,28 @@ class GenerationManifest:
 
     def __init__(self, connection: ChromaConnection) -> None:
         self.connection = connection
+        self._recent: tuple[float, dict[str, ManifestState]] | None = None  # (read at, every state)
+        self._lock = threading.Lock()
+
+    def readers(self, max_age_s: float = 0.0) -> tuple[Callable[[list[str] | None], dict[str, ManifestState]],
+                                                       Callable[[], int]]:
+        """``read`` and ``count`` for a search that accepts states up to ``max_age_s`` old (0: read
+        them now). A search over 146 datasources spent 8 ms reading their states; a reader at a
+        generation a moment old still sees that generation's records whole (a refresh ends their
+        validity, it does not delete them: only retention does), so its answer is the previous
+        version's, as it would have been a moment earlier. A write through this manifest drops
+        what was read."""
+        if max_age_s <= 0:
+            return self.read, self.count
+        now = monotonic()
+        with self._lock:
+            recent = self._recent
+        if recent is None or now - recent[0] >= max_age_s:
+            recent = (now, self.read())
+            with self._lock:
+                self._recent = recent
+        every = recent[1]
+        return (lambda ids: dict(every) if ids is None else {i: every[i] for i in ids if i in every}), every.__len__
 
     def read(self, datasource_ids: Sequence[str] | None = None) -> dict[str, ManifestState]:
         """The states of the given datasources (every datasource when None); absent ones are left out."""
@@ -84,11 +108,19 @@ class GenerationManifest:
         manifest = self.connection.manifest_collection(create=True)
         assert manifest is not None
         meta = state_metadata(state)
+        self._forget()
         self.connection.call("flip live pointer", lambda: manifest.upsert(
             ids=[state.datasource_id], embeddings=[[1.0]], metadatas=[meta]))
+        self._forget()
 
     def delete(self, datasource_id: str) -> None:
         """Remove the datasource's record (nothing to do when there is no manifest)."""
         manifest = self.connection.manifest_collection(create=False)
         if manifest is not None:
+            self._forget()
             self.connection.call("delete pointer", lambda: manifest.delete(ids=[datasource_id]))
+            self._forget()
+
+    def _forget(self) -> None:
+        with self._lock:
+            self._recent = None

@@ -330,7 +330,9 @@ class SearchFilter(BaseModel):
 
     ``versions`` maps datasource id to the schema version to search; a datasource absent
     from it is searched at its live version. ``datasource_ids`` None means every datasource
-    the tenant (if given) can see.
+    the tenant (if given) can see. ``state_max_age_s`` is how old the live versions and
+    generations the search filters on may be (0: read for this search; the retriever, which
+    reuses live versions for ``RetrieverConfig.live_version_ttl_s``, passes that).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -340,6 +342,7 @@ class SearchFilter(BaseModel):
     versions: dict[str, str] = Field(default_factory=dict)
     chunk_types: list[ChunkType] | None = None
     tables: list[str] | None = None
+    state_max_age_s: float = Field(default=0.0, ge=0.0)
 
 
 class StoredChunk(BaseModel):

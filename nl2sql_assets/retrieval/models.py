@@ -122,8 +122,9 @@ class RetrieverConfig(_Frozen):
         dense_k: at most this many chunks per query text are read from the vector store for a
             datasource (the rest count as dissimilar: they get the row's floor). The ranking
             weights were fitted on similarities cut at this k, so changing it moves the figures.
-        live_version_ttl_s: how long the vector store's live versions are reused (a re-index
-            becomes visible to retrieval within this time; 0 reads them for every call).
+        live_version_ttl_s: how long the vector store's live versions, and the index states its
+            searches filter on, are reused (a re-index becomes visible to retrieval within this
+            time, the previous version served whole until then; 0 reads them for every call).
         route_candidates: how many datasources routing scores in full (``routing.ROUTE_MODEL`` was
             fitted with 12; its lexical features compare the candidates with each other).
         route_k: vector hits per query text that routing looks at.

@@ -2,8 +2,10 @@
 
 A failure of the store (unavailable or too slow, breaker open, damaged files, a model mismatch:
 any ``VectorStoreError``) is returned, not raised: retrieval then answers from the SchemaStore
-alone with a warning, so the vector store is never a single point of failure. Each search's time is shared among the questions it served
-(``timings_ms["vector"]``).
+alone with a warning, so the vector store is never a single point of failure. Each search's time
+is shared among the questions it served (``timings_ms["vector"]``). Searches accept index states
+(live versions, generations) as old as the live versions they reuse (``live_version_ttl_s``), so
+a routed question does not read the state of every datasource again.
 """
 
 from __future__ import annotations
@@ -71,13 +73,17 @@ class VectorSearch:
                group: list[Query]) -> list[list[SearchHit]] | Exception:
         """Hits with their metadata (routing: which datasource, which table)."""
         return self._timed(group, lambda: self.store.search_many(  # type: ignore[arg-type]
-            vectors, k=k, where=where, documents=False))
+            vectors, k=k, where=self._aged(where), documents=False))
 
     def scores(self, vectors: list[np.ndarray], k: int, where: SearchFilter,
                group: list[Query]) -> list[list[ChunkScore]] | Exception:
         """Chunk ids and scores only (one datasource's schema: the snapshot knows the chunks)."""
         return self._timed(group, lambda: self.store.search_scores_many(  # type: ignore[arg-type]
-            vectors, k=k, where=where))
+            vectors, k=k, where=self._aged(where)))
+
+    def _aged(self, where: SearchFilter) -> SearchFilter:
+        """The filter with the age of index states this retriever accepts: its live versions'."""
+        return where.model_copy(update={"state_max_age_s": self.config.live_version_ttl_s})
 
     @staticmethod
     def _timed(group: list[Query], search: Callable[[], _T]) -> _T | Exception:

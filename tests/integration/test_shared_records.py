@@ -444,3 +444,32 @@ def test_a_large_batch_of_searches_ranks_exactly(store: ChromaVectorStore, monke
                        for h in hits)
     assert len(store.search("attribute of entity 003", k=3)) == 3
     assert ranked_here == [True, True, True, False]  # the three batches here; the single search to Chroma
+
+
+def test_a_search_may_reuse_recent_index_states_and_then_serves_a_whole_earlier_version(
+        new_client: ClientFactory, collection: str, model_provider: object, tmp_path: Path) -> None:  # noqa: F811
+    """The retriever accepts index states as old as its live versions (``state_max_age_s``): a
+    refresh by another process shows once they expire, and until then the earlier version is served
+    whole, because a refresh ends its records' validity instead of deleting them. A write through
+    the same store shows at once."""
+    embeddings = embedding_service_for(model_provider, tmp_path / "cache")
+    writer = ChromaVectorStore(new_client(), embeddings, collection_name=collection)  # another process
+    reader = ChromaVectorStore(new_client(), embeddings, collection_name=collection)
+    v1, v2 = version(1), version(2, [3])
+    refresh(writer, v1)
+
+    def served(max_age: float) -> set[str]:
+        hits = reader.search("entity attribute parent", k=200, where=SearchFilter(state_max_age_s=max_age))
+        return {h.schema_version for h in hits}
+
+    reads: list[object] = []
+    read = reader._manifest.read
+    reader._manifest.read = lambda ids=None: reads.append(ids) or read(ids)  # type: ignore[method-assign,func-returns-value]
+    assert served(60.0) == {v1.schema_version} and len(reads) == 1
+    refresh(writer, v2, keep_versions=[v1.schema_version])
+    assert served(60.0) == {v1.schema_version} and len(reads) == 1  # the state read a moment ago
+    hits = reader.search("entity attribute parent", k=200, where=SearchFilter(state_max_age_s=60.0))
+    assert {h.id for h in hits} == set(texts(v1))  # whole and exact
+    assert served(0.0) == {v2.schema_version}  # 0: read for this search
+    refresh(reader, version(3, [3, 7]), keep_versions=[v2.schema_version])
+    assert served(60.0) == {version(3, [3, 7]).schema_version}  # its own write dropped what it had read
