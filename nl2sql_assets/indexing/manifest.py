@@ -108,7 +108,6 @@ class GenerationManifest:
         manifest = self.connection.manifest_collection(create=True)
         assert manifest is not None
         meta = state_metadata(state)
-        self._forget()
         self.connection.call("flip live pointer", lambda: manifest.upsert(
             ids=[state.datasource_id], embeddings=[[1.0]], metadatas=[meta]))
         self._forget()
@@ -117,7 +116,6 @@ class GenerationManifest:
         """Remove the datasource's record (nothing to do when there is no manifest)."""
         manifest = self.connection.manifest_collection(create=False)
         if manifest is not None:
-            self._forget()
             self.connection.call("delete pointer", lambda: manifest.delete(ids=[datasource_id]))
             self._forget()
 

@@ -87,7 +87,7 @@ def test_the_residual_is_what_a_table_means_beyond_the_likeliest_one() -> None:
     # "singer" is in singer's and (as singer_id) nowhere else; "capacity" only in stadium's
     scores = word_scores(words, tokens, np.vstack([basis["singer"], basis["capacity"]]))
     names = [t.name for t in lexical.tables]
-    by_table = dict(zip(names, scores.table_by_word.tolist(), strict=True))  # type: ignore[union-attr]
+    by_table = dict(zip(names, scores.table_by_word.tolist(), strict=True))
     assert by_table["singer"] == [1.0, 0.0] and by_table["stadium"] == [0.0, 1.0]
     residual = dict(zip(names, scores.residual(names.index("singer")).tolist(), strict=True))
     assert residual == {"singer": 0.0, "stadium": 0.5, "concert": 0.0}
