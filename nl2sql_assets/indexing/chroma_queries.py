@@ -8,6 +8,8 @@ version searched.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -96,18 +98,34 @@ class Scope(BaseModel):
     """The chunk types searched (None: all), checked by :meth:`visible` when ``broad`` leaves them out."""
     checks: dict[str, tuple[int, str | None]] = {}
     """Per datasource: the generation its readers see, and the version a previous-layout store filters on."""
+    tables: frozenset[str] | None = None
+    """The tables searched (None: all), checked by :meth:`visible` (a record's ``table`` or ``ref_table``)."""
+    stamps: dict[str, str] = {}
+    """Per datasource: the index state searched (version, generation, last write, content digest);
+    the records the scope allows stay the same while these do."""
+    stamp: str = ""
+    """A digest of :attr:`stamps`."""
+    size: int = 0
+    """The searched datasources' live chunk counts summed: about how many records the scope allows."""
 
     def visible(self, meta: Mapping[str, Any] | None) -> bool:
-        """Whether a record the broad filter returned is one :attr:`where` selects (its generation range)."""
+        """Whether a record is one :attr:`where` selects (datasource, types, tables, generation range)."""
         check = self.checks.get(str((meta or {}).get("datasource_id")))
         if meta is None or check is None:
             return False
         if self.types is not None and meta.get("chunk_type") not in self.types:
             return False
+        if self.tables is not None and meta.get("table") not in self.tables and meta.get("ref_table") not in self.tables:
+            return False
         generation, legacy_version = check
         if legacy_version is not None and meta.get("schema_version") != legacy_version:
             return False
         return int(meta.get("valid_from", generation + 1)) <= generation < int(meta.get("valid_to", generation))
+
+    def key(self) -> str:
+        """Names the set of records this scope allows, at these index states (``exact_search.RecordSets``)."""
+        asked = self.where if self.broad is None else [self.first, sorted(self.types or [])]
+        return self.stamp + json.dumps(asked, sort_keys=True)
 
     def chunk_id(self, storage_id: str) -> str:
         """The chunk id a hit's record stands for in the version searched."""
@@ -159,10 +177,13 @@ def search_scope(states: Mapping[str, ManifestState], where: SearchFilter, *, co
         ids = [] if everything else [{"datasource_id": {"$in": sorted(versions)}}]
         broad = all_of([*ids, *parts]) if ids or parts else {}
         first = {} if everything else broad
+    stamps = {ds: f"{versions[ds]}|{checks[ds][0]}|{states[ds].updated_at}|{states[ds].content_digest}"
+              for ds in versions}
     return Scope(where=all_of([any_of(clauses), *parts]), versions=versions, shared=shared, broad=broad,
-                 first=first,
-                 checks=checks if broad is not None else {},
-                 types=frozenset(where.chunk_types) if where.chunk_types is not None else None)
+                 first=first, checks=checks, stamps=stamps, size=sum(states[ds].chunk_count for ds in versions),
+                 stamp=hashlib.sha256(json.dumps(stamps, sort_keys=True).encode()).hexdigest(),
+                 types=frozenset(where.chunk_types) if where.chunk_types is not None else None,
+                 tables=frozenset(where.tables) if where.tables is not None else None)
 
 
 def scope_of(read_states: Callable[[list[str] | None], dict[str, ManifestState]], count_states: Callable[[], int],

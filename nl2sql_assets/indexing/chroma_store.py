@@ -49,7 +49,7 @@ from nl2sql_assets.indexing.chroma_queries import (
     visible_where,
 )
 from nl2sql_assets.indexing.chroma_refresh import PlanExecutor, planning_records
-from nl2sql_assets.indexing.exact_search import exact_query
+from nl2sql_assets.indexing.exact_search import RecordSets, exact_query
 from nl2sql_assets.indexing.embeddings import Embeddings
 from nl2sql_assets.indexing.manifest import GenerationManifest
 from nl2sql_assets.indexing.models import (
@@ -123,6 +123,7 @@ class ChromaVectorStore:
         self.write_batch_size = write_batch_size
         self.where = where
         self._manifest = GenerationManifest(self._conn)
+        self._sets = RecordSets()  # small filtered sets ranked here (exact_search)
 
     @property
     def identity(self) -> ModelIdentity:
@@ -133,10 +134,6 @@ class ChromaVectorStore:
     def _client_factory(self) -> Callable[[], ClientAPI] | None:
         """The client factory this store was given (tests build a second store on it)."""
         return self._conn.client_factory
-
-    def _read_collection(self) -> Collection | None:
-        """The collection for searching (checks the model identity); None when nothing was indexed."""
-        return self._conn.read_collection()
 
     # ------------------------------------------------------------------ manifest
 
@@ -353,8 +350,8 @@ class ChromaVectorStore:
             return self._conn.call("search", lambda: coll.query(  # type: ignore[no-any-return]
                 query_embeddings=part, n_results=k, where=where, include=what))  # type: ignore[arg-type]
 
-        exact = exact_query(self._conn, coll, vectors, n, scope.where, include) if scope.broad is None else None
-        if exact is not None:  # a large batch against one small set: ranked here (exact_search)
+        exact = exact_query(self._conn, coll, vectors, n, scope, include, self._sets)
+        if exact is not None:  # a large batch, or a set searched before: ranked here (exact_search)
             return [convert(vectors[qi], exact, qi, scope) for qi in range(len(vectors))]
         per_call = max(1, MAX_HITS_PER_QUERY_CALL // fetch)
         for start in range(0, len(vectors), per_call):

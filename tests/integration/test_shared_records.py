@@ -125,7 +125,7 @@ def test_content_that_leaves_and_comes_back_is_a_new_record_and_every_version_st
     refresh(store, v2, keep_versions=[v1.schema_version])
     r3 = refresh(store, v3, keep_versions=[v1.schema_version, v2.schema_version])
     assert r3.upserted == 1 and r3.embedded == 0  # entity_003's table chunk again, from the stored vector
-    coll = store._read_collection()
+    coll = store._conn.read_collection()
     assert coll is not None
     assert sum("#g" in sid for sid in coll.get(include=[])["ids"]) == 1
     for cs in (v1, v2, v3):
@@ -302,8 +302,11 @@ def test_a_search_over_many_datasources_sees_exactly_what_the_exact_filter_sees(
         store: ChromaVectorStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """Above BROAD_FILTER_MIN datasources a search filters on ids and checks generations itself
     (Chroma is slow on a large $or of ranges): same hits as the exact filter, live versions only,
-    also when invisible records crowd the answer and the exact filter has to be asked again."""
+    also when invisible records crowd the answer and the exact filter has to be asked again. The
+    sets a store keeps for searches asked again hold the same visible records, ranked exactly."""
     from nl2sql_assets.indexing import chroma_queries, chroma_store
+
+    monkeypatch.setattr(store, "_sets", None)  # Chroma answers each search below, until the kept sets
 
     live: dict[str, str] = {}
     for i in range(chroma_queries.BROAD_FILTER_MIN + 2):
@@ -365,6 +368,11 @@ def test_a_search_over_many_datasources_sees_exactly_what_the_exact_filter_sees(
     assert all(same(x, y) and same(z, y) and same(w, y)
                for x, y, z, w in zip(broad, exact, crowded, asked_exactly, strict=True))
     assert all(len(row) == 60 for row in exact[0])
+    monkeypatch.undo()
+    searched()  # each of these searches is asked a second time below: then read and ranked here
+    kept = searched()
+    assert all(same(x, y) for x, y in zip(kept, exact, strict=True))
+    assert len(store._sets._sets) == 2  # type: ignore[union-attr]  # the whole store (hits and scores), all but one
 
 
 # ---------------------------------------------------------------- reads larger than one page
@@ -412,7 +420,8 @@ def test_a_datasource_with_more_records_than_one_sqlite_query_takes_is_read_whol
 def test_a_large_batch_of_searches_ranks_exactly(store: ChromaVectorStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """64 queries or more under one exact filter are ranked from the stored vectors (exact_search):
     each query gets the k nearest of exactly the chunks the filter allows (version, chunk type),
-    named and read as that version's; a single search still goes to Chroma."""
+    named and read as that version's. A single search is ranked here when the set is small enough
+    to keep, else it goes to Chroma."""
     ranked_here: list[bool] = []
 
     def counted(*args: object, **kwargs: object) -> object:
@@ -443,7 +452,9 @@ def test_a_large_batch_of_searches_ranks_exactly(store: ChromaVectorStore, monke
             assert all(h.document == expected_doc[h.id] and h.id.startswith(f"wide:{h.schema_version}:")
                        for h in hits)
     assert len(store.search("attribute of entity 003", k=3)) == 3
-    assert ranked_here == [True, True, True, False]  # the three batches here; the single search to Chroma
+    store._sets = exact_search.RecordSets(max_set=10)
+    assert len(store.search("attribute of entity 003", k=3)) == 3
+    assert ranked_here == [True, True, True, True, False]  # batches and a kept set here; a larger one to Chroma
 
 
 def test_a_search_may_reuse_recent_index_states_and_then_serves_a_whole_earlier_version(

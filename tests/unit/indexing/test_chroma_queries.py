@@ -51,6 +51,27 @@ def test_visible_selects_the_generation_range_the_exact_filter_selects() -> None
     assert other_tenant is not None and other_tenant.broad and not other_tenant.visible(meta("t", 1, 2**62))
 
 
+def test_visible_checks_the_tables_asked_for_and_a_few_datasources_too() -> None:
+    """A search of some tables over the whole store queries Chroma with no filter at all: the
+    tables are checked here, as the exact filter would (a record's table or referenced table)."""
+    scope = search_scope(many(), SearchFilter(tables=["orders"]), complete=True)
+    assert scope is not None and scope.first == {}
+    assert scope.visible(meta("ds0", 2, 3, table="orders")) and scope.visible(meta("ds0", 2, 3, ref_table="orders"))
+    assert not scope.visible(meta("ds0", 2, 3, table="customers"))
+    few = search_scope(many(2), SearchFilter(chunk_types=["schema.column"]))
+    assert few is not None and few.broad is None  # the exact filter, and the same check for kept sets
+    assert few.visible(meta("ds1", 2, 3, chunk_type="schema.column")) and not few.visible(meta("ds1", 1, 2))
+
+
+def test_the_stamps_name_each_datasources_index_state() -> None:
+    before = search_scope(many(), SearchFilter(), complete=True)
+    after = search_scope({**many(), "ds3": state("ds3", generation=3, versions={"v2": 2, "v3": 3}, live="v3")},
+                         SearchFilter(), complete=True)
+    assert before is not None and after is not None and before.stamp != after.stamp
+    assert {ds for ds in before.stamps if before.stamps[ds] != after.stamps[ds]} == {"ds3"}
+    assert before.key() != after.key() and before.size == 3 * len(many())
+
+
 def test_a_store_of_the_previous_layout_is_checked_on_its_version() -> None:
     scope = search_scope(many(layout=1, versions={}), SearchFilter(), complete=True)
     assert scope is not None

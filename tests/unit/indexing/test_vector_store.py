@@ -119,7 +119,7 @@ def test_metadata_only_change_reembeds_only_changed_texts(client: chromadb.api.C
     # changing back writes the old content under its freed content addresses: no id growth over time
     refresh(store, v1)
     assert store.list_ids("shop") == {c.id for c in v1.chunks} and store.count() == 26
-    assert not any("#g" in r for r in store._read_collection().get(include=[])["ids"])  # type: ignore[union-attr]
+    assert not any("#g" in r for r in store._conn.read_collection().get(include=[])["ids"])  # type: ignore[union-attr]
 
 
 def test_failure_mid_refresh_keeps_the_previous_set_and_leaves_no_partial_chunks(
@@ -261,6 +261,7 @@ def test_scores_are_cosine_similarities_best_first(client: chromadb.api.ClientAP
 def test_search_without_documents_keeps_ids_scores_and_metadata(client: chromadb.api.ClientAPI) -> None:
     store, _ = make_store(client)
     refresh(store, build_chunks(shop_snapshot()))
+    store.search_many(["order total"], k=8)  # from the second search on, both are ranked from the kept set
     full = store.search_many(["order total", "customer email"], k=8)
     lean = store.search_many(["order total", "customer email"], k=8, documents=False)
     for with_docs, without in zip(full, lean, strict=True):
@@ -282,10 +283,11 @@ def test_scores_only_search_matches_the_full_search_including_rewritten_chunks(
         c.model_copy(update={"schema_version": "v2", "id": c.id.replace(v1.schema_version, "v2")})
         for c in v2.chunks]}), keep_versions=[v1.schema_version])
     refresh(store, v3, keep_versions=[v1.schema_version, "v2"])  # v1's texts again, v1 still kept
-    records = store._read_collection().get(include=[])["ids"]  # type: ignore[union-attr]
+    records = store._conn.read_collection().get(include=[])["ids"]  # type: ignore[union-attr]
     assert any("#g" in r for r in records)  # some chunks now live under a generation suffix
     texts = ["customer email", "order total"]
     full = store.search_many(texts, k=10, documents=False)
+    store.search_scores_many(texts, k=1, where=SearchFilter(chunk_types=["schema.column", "schema.table"]))
     lean = store.search_scores_many(texts, k=10, where=SearchFilter(chunk_types=["schema.column", "schema.table"]))
     full_filtered = store.search_many(texts, k=10, where=SearchFilter(chunk_types=["schema.column", "schema.table"]))
     for hits, scores in zip(full_filtered, lean, strict=True):
@@ -310,6 +312,7 @@ def test_many_queries_times_many_hits_are_split_below_sqlites_variable_limit(
     texts = [f"entity {i % 30} attr {i}" for i in range(400)]
     with monkeypatch.context() as patched:
         patched.setattr(exact_search, "MIN_QUERIES", len(texts) + 1)
+        patched.setattr(store, "_sets", None)  # nor the small sets kept for single searches
         split = store.search_many(texts, k=100, documents=False)
         assert len(split) == 400 and all(len(hits) == 100 for hits in split)
         for i in (0, 163, 399):  # each text's hits are its own, in the same order as asked alone

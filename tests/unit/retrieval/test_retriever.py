@@ -267,7 +267,7 @@ def test_chunks_rewritten_within_a_version_are_still_found(world: World) -> None
     version = str(snap.schema_version)
     world.vector_store.refresh_schema_chunks("shop", version, build_chunks(described.with_version(version)).chunks,
                                              tenant_id=snap.datasource.tenant)
-    records = world.vector_store._read_collection().get(include=[])["ids"]  # type: ignore[attr-defined]
+    records = world.vector_store._conn.read_collection().get(include=[])["ids"]  # type: ignore[attr-defined]
     chunk_ids = {c.id for c in build_chunks(described.with_version(version)).chunks}
     assert not chunk_ids & set(records)  # record ids are content addresses, not chunk ids
     after = world.retriever().retrieve(question, datasource="shop")
