@@ -117,6 +117,10 @@ class RetrieverConfig(_Frozen):
             the cheaper one column (the budget is a share of the schema); key and join columns
             always are.
         min_columns_per_table: the best columns of each selected table sent regardless.
+        min_columns_sent: fewer columns in all are topped up with the likeliest others of the
+            selected tables (a small schema's columns cost little; held out on Spider's small
+            databases, 6 raised every gold column found from 76% to 85% of the questions, at 33%
+            of the columns instead of 26%; 0 turns it off).
         small_schema_columns: when > 0, a datasource with at most this many columns is sent
             whole (``fallback: "small_schema"``); 0 turns the shortcut off.
         dense_k: at most this many chunks per query text are read from the vector store for a
@@ -141,6 +145,7 @@ class RetrieverConfig(_Frozen):
     max_tables: int = Field(default=8, ge=1)
     column_cost: float = Field(default=2.99, ge=0.0)
     min_columns_per_table: int = Field(default=1, ge=0)
+    min_columns_sent: int = Field(default=6, ge=0)
     small_schema_columns: int = Field(default=0, ge=0)
     dense_k: int = Field(default=60, ge=1)
     live_version_ttl_s: float = Field(default=2.0, ge=0.0)

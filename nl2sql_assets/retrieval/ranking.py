@@ -359,7 +359,8 @@ def budget_count(probs_desc: np.ndarray, target: float, minimum: int = 1) -> int
 
 def select(index: SchemaIndex, scores: SchemaScores, *, table_threshold: float, max_tables: int,
            column_threshold: float, min_columns: int, primary_keys: bool = False,
-           recall_target: float | None = None, column_recall_target: float | None = None) -> Selection:
+           recall_target: float | None = None, column_recall_target: float | None = None,
+           min_columns_sent: int = 0) -> Selection:
     """Tables by a per-question budget (or an adaptive cut-off), bridge tables, then key, join and
     likely columns per table.
 
@@ -370,7 +371,9 @@ def select(index: SchemaIndex, scores: SchemaScores, *, table_threshold: float, 
     probability that the column is needed (its table's times its own within the table; most
     likely first, across tables), else those whose probability reaches ``column_threshold``.
     A part of a person's name that is sent brings the table's other parts (first and last name
-    are asked for together far more often than alone).
+    are asked for together far more often than alone). Fewer than ``min_columns_sent`` columns
+    in all are topped up with the likeliest others of the selected tables: a small schema's
+    columns cost little, and its budget by probability alone stopped at two or three.
     """
     prob = scores.table_prob
     if not len(prob):
@@ -415,5 +418,13 @@ def select(index: SchemaIndex, scores: SchemaScores, *, table_threshold: float, 
     for t in tables:
         if any(part[ci] for ci in kept[t]):
             kept[t].update(np.flatnonzero(part & (table_of == t)).tolist())
+    short = min_columns_sent - sum(len(k) for k in kept.values())
+    if short > 0:
+        need = prob[table_of] * scores.within_prob
+        rest = sorted((ci for t in tables for ci in np.flatnonzero(table_of == t).tolist() if ci not in kept[t]),
+                      key=lambda ci: (-need[ci], ci))
+        for ci in rest[:short]:
+            kept[int(table_of[ci])].add(ci)
+    for t in tables:
         columns[t] = sorted(kept[t], key=lambda ci: (-scores.within_prob[ci], ci))
     return Selection(tables, columns)

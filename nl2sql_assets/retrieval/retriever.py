@@ -261,7 +261,8 @@ class SchemaRetriever:
         selection = ranking.select(cached.index, scores, table_threshold=cfg.table_threshold,
                                    max_tables=cfg.max_tables, column_threshold=self._column_threshold(snapshot),
                                    min_columns=cfg.min_columns_per_table, primary_keys=True,
-                                   recall_target=cfg.recall_target, column_recall_target=cfg.column_recall_target)
+                                   recall_target=cfg.recall_target, column_recall_target=cfg.column_recall_target,
+                                   min_columns_sent=cfg.min_columns_sent)
         tables = []
         for t in selection.tables:
             table = snapshot.tables[t]

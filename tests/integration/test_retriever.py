@@ -261,8 +261,8 @@ def test_questions_in_other_words_find_the_schema_by_word_meaning(tmp_path: Path
         world.add(concerts_snapshot())
 
         def ask(question: str, word_meaning: bool) -> dict[str, tuple[float, list[str]]]:
-            result = world.retriever(RetrieverConfig(word_meaning=word_meaning)).retrieve(question,
-                                                                                          datasource="concerts")
+            config = RetrieverConfig(word_meaning=word_meaning, min_columns_sent=0)  # the columns by meaning alone
+            result = world.retriever(config).retrieve(question, datasource="concerts")
             return {t.name: (t.score, t.columns) for t in result.tables}
 
         question = "How many vocalists are there?"

@@ -370,3 +370,32 @@ def test_one_part_of_a_persons_name_brings_the_others() -> None:
     assert {"first_name", "last_name"} <= set(with_name["customers"]), with_name
     without = selected("customers.city")
     assert "last_name" not in without["customers"] and "first_name" not in without["customers"], without
+
+
+def test_too_few_columns_in_all_are_topped_up_with_the_likeliest_others() -> None:
+    """A clear one-table question's budget by probability can stop at two columns; with
+    ``min_columns_sent`` the next likeliest columns of the selected tables (by table times within
+    probability) make up the number, and a selection already that large is left as it is."""
+    snap = chain(3)
+    index = ranking.build_schema_index(snap)
+    scores = with_probs(index, [0.99, 0.6, 0.001])
+    table_of = index.lexical.column_table_arr
+    within = np.where(table_of == 0, 0.02, 0.5)
+    within[np.flatnonzero(table_of == 0)[0]] = 0.99
+    scores = dataclasses.replace(scores, within_prob=within)
+    kw = dict(table_threshold=0.5, max_tables=12, column_threshold=0.5, min_columns=0, recall_target=0.5,
+              column_recall_target=0.3)
+    plain = ranking.select(index, scores, **kw)  # type: ignore[arg-type]
+    sent = sum(len(c) for c in plain.columns.values())
+    topped = ranking.select(index, scores, min_columns_sent=sent + 3, **kw)  # type: ignore[arg-type]
+    assert plain.tables == topped.tables and sum(len(c) for c in topped.columns.values()) == sent + 3
+    added = [ci for t, cs in topped.columns.items() for ci in cs if ci not in plain.columns[t]]
+    need = scores.table_prob[table_of] * within
+    left = [ci for t in plain.tables for ci in np.flatnonzero(table_of == t)
+            if ci not in topped.columns[t]]
+    assert min(need[added]) >= max(need[left], default=0.0)  # the likeliest of the rest
+    assert ranking.select(index, scores, min_columns_sent=sent, **kw) == plain  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="min_columns_sent"):
+        from nl2sql_assets.retrieval.models import RetrieverConfig
+
+        RetrieverConfig(min_columns_sent=-1)
