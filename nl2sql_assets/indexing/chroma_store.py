@@ -123,7 +123,7 @@ class ChromaVectorStore:
         self.write_batch_size = write_batch_size
         self.where = where
         self._manifest = GenerationManifest(self._conn)
-        self._sets = RecordSets()  # small filtered sets ranked here (exact_search)
+        self._sets = RecordSets()  # record sets kept and ranked here (exact_search)
 
     @property
     def identity(self) -> ModelIdentity:

@@ -56,7 +56,8 @@ class RecordSet(NamedTuple):
 
 
 class RecordSets:
-    """Small record sets with their vectors, least recently used dropped beyond ``max_records``.
+    """Small record sets with their vectors, least recently used dropped beyond ``max_records``,
+    plus one copy of the whole store (at most ``max_set`` records) the others may derive from.
 
     A set larger than ``max_set`` is remembered as such (and left to Chroma). Thread-safe.
     """
@@ -170,11 +171,13 @@ def _record_set(conn: ChromaConnection, coll: Collection, n_queries: int, scope:
     """The records ``scope`` allows, from ``sets`` or read (and kept there, with their documents,
     when small); None when Chroma should answer."""
     key = (str(coll.id), scope.key())
-    if sets is not None:
-        found = sets.get(key) or (sets.derive(key[0], scope) if scope.broad is None else None)
-        if found is not None:
-            sets.put(key, found)
-            return found
+    kept = sets.get(key) if sets is not None else None
+    if kept is None and sets is not None and scope.broad is None:
+        kept = sets.derive(key[0], scope)
+        if kept is not None:
+            sets.put(key, kept)
+    if kept is not None:
+        return kept
     keep = sets is not None and sets.wanted(key, scope.size)
     batch = n_queries >= MIN_QUERIES and scope.broad is None
     if not keep and not batch:
