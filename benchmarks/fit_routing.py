@@ -4,7 +4,7 @@ Usage (after ``retrieval_quality.py --dataset D --work W`` has built and indexed
 
     python benchmarks/fit_routing.py --bench bird=../shared/bench/bird:/work/bw/bird \\
         --bench spider=../shared/bench/spider-train:/work/bw/spider [--candidates 12] [--folds 5] \\
-        [--save C.pkl | --load C.pkl] [--loss softmax|binary]
+        [--save C.pkl | --load C.pkl] [--loss softmax|binary] [--route-k K]
 
 Every question (BIRD with its evidence and with it blanked; Spider in both wordings) goes through
 the product's own routing path over all of its benchmark's databases indexed together: the
@@ -40,10 +40,10 @@ BATCH = 64
 HAND = {"dense_mean": 1.0, "dense_table": 1.0, "mention": 0.2, "overlap": 0.05}
 
 
-def collect(bench: str, dataset: Path, work: Path, count: int) -> list[dict[str, object]]:
+def collect(bench: str, dataset: Path, work: Path, count: int, route_k: int | None = None) -> list[dict[str, object]]:
     """One record per question: its database, wording, the candidates and their features."""
     from nl2sql_assets.config import Settings
-    from nl2sql_assets.retrieval.models import RetrievalRequest
+    from nl2sql_assets.retrieval.models import RetrievalRequest, RetrieverConfig
     from nl2sql_assets.retrieval.retriever import SchemaRetriever
 
     os.environ["NL2SQL_HOME"] = str(work.absolute() / "home")
@@ -51,7 +51,8 @@ def collect(bench: str, dataset: Path, work: Path, count: int) -> list[dict[str,
     if any(q.get("evidence") for q in questions):
         questions += load_questions(dataset, bench, blank_evidence=True)
     out: list[dict[str, object]] = []
-    with SchemaRetriever.from_settings(Settings.from_env()) as retriever:
+    config = RetrieverConfig() if route_k is None else RetrieverConfig(route_k=route_k)
+    with SchemaRetriever.from_settings(Settings.from_env(), config=config) as retriever:
         for start in range(0, len(questions), BATCH):
             chunk = questions[start:start + BATCH]
             found = retriever.route_candidates(
@@ -137,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="NAME=DATASET_DIR:WORK_DIR (repeatable; the work folder retrieval_quality.py indexed)")
     parser.add_argument("--candidates", type=int, default=12,
                         help="datasources scored in full per question (RetrieverConfig.route_candidates)")
+    parser.add_argument("--route-k", type=int, default=None,
+                        help="vector hits per query text routing looks at (RetrieverConfig.route_k; default its default)")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--iters", type=int, default=3000)
     parser.add_argument("--loss", choices=("softmax", "binary"), default="softmax",
@@ -151,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.load is not None:
         records = pickle.loads(args.load.read_bytes())
     else:
-        records = [r for name, dataset, work in args.bench for r in collect(name, dataset, work, args.candidates)]
+        records = [r for name, dataset, work in args.bench
+                   for r in collect(name, dataset, work, args.candidates, args.route_k)]
     if args.save is not None:
         args.save.write_bytes(pickle.dumps(records))
     collected = time.perf_counter() - started
