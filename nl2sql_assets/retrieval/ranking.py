@@ -405,10 +405,10 @@ def select(index: SchemaIndex, scores: SchemaScores, *, table_threshold: float, 
         keep.update(ranked[:min_columns])
         kept[t] = keep
         optional.extend(ci for ci in idx.tolist() if ci not in keep)
+    # a column is needed when its table is and it is needed there: a likely column of a
+    # doubtful table counts for less than one of the table the question is clearly about
+    need = prob[table_of] * scores.within_prob
     if column_recall_target is not None and optional:
-        # a column is needed when its table is and it is needed there: a likely column of a
-        # doubtful table counts for less than one of the table the question is clearly about
-        need = prob[table_of] * scores.within_prob
         optional.sort(key=lambda ci: (-need[ci], ci))
         n = budget_count(need[optional], column_recall_target, minimum=0)
         for ci in optional[:n]:
@@ -420,7 +420,6 @@ def select(index: SchemaIndex, scores: SchemaScores, *, table_threshold: float, 
             kept[t].update(np.flatnonzero(part & (table_of == t)).tolist())
     short = min_columns_sent - sum(len(k) for k in kept.values())
     if short > 0:
-        need = prob[table_of] * scores.within_prob
         rest = sorted((ci for t in tables for ci in np.flatnonzero(table_of == t).tolist() if ci not in kept[t]),
                       key=lambda ci: (-need[ci], ci))
         for ci in rest[:short]:
