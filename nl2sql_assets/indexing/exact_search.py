@@ -68,7 +68,7 @@ class RecordSets:
         self._sets: OrderedDict[tuple[str, str], RecordSet] = OrderedDict()
         self._large: set[tuple[str, str]] = set()
         self._seen: set[tuple[str, str]] = set()
-        self._bases: dict[str, tuple[dict[str, str], RecordSet]] = {}
+        self._base: tuple[str, dict[str, str], RecordSet] | None = None  # collection, index states, records
         self._held = 0
         self._lock = threading.Lock()
 
@@ -114,20 +114,20 @@ class RecordSets:
     def set_base(self, collection: str, stamps: dict[str, str], found: RecordSet) -> None:
         """Every record of ``collection``, read at the index states ``stamps`` (per datasource)."""
         with self._lock:
-            self._bases = {collection: (dict(stamps), found)}
+            self._base = (collection, dict(stamps), found)
 
     def derive(self, collection: str, scope: Scope) -> RecordSet | None:
         """The records ``scope`` allows, taken from the collection's whole set when that was read at
         the same index states of the scope's datasources; None otherwise."""
         with self._lock:
-            base = self._bases.get(collection)
-        if base is None or any(base[0].get(ds) != stamp for ds, stamp in scope.stamps.items()):
+            base = self._base
+        if base is None or base[0] != collection or any(base[1].get(ds) != st for ds, st in scope.stamps.items()):
             return None
-        return _subset(base[1], scope)
+        return _subset(base[2], scope)
 
     def clear(self) -> None:
         with self._lock:
-            self._bases.clear()
+            self._base = None
             self._sets.clear()
             self._large.clear()
             self._seen.clear()
