@@ -126,4 +126,5 @@ def collection_metadata(checked: ChunkOutcome, published: PublishOutcome) -> dic
         "evicted_versions": dg.MetadataValue.json(list(published.evicted_versions)),
         CHUNK_SET_HASH_KEY: published.chunk_set_hash,
         "refresh_seconds": round(report.seconds, 3),
+        "writer_wait_seconds": report.waited_s,  # waited for another writer of the embedded store
     }, PLOTTED)

@@ -4,12 +4,14 @@ The plan says what to do; this module does it in the order that keeps readers sa
 leftovers, write, retire, flip the manifest, then delete the records no retained version uses.
 Anything failing before the flip is rolled back (best effort) and re-raised, so the previous set
 keeps serving. Vectors of texts already stored are copied from their records instead of being
-embedded again. :func:`planning_records` reads what the planner needs, by id where it can.
+embedded again. :func:`planning_records` reads what the planner needs, by id where it can;
+:func:`drop_versions` is retention's delete, in the same safe order.
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,6 +28,7 @@ from nl2sql_assets.indexing.refresh_plan import (
     StoredRecord,
     record_metadata,
     template_of_record,
+    unused_records,
 )
 
 if TYPE_CHECKING:
@@ -197,3 +200,37 @@ class PlanExecutor:
         except Exception as exc:  # noqa: BLE001 - the original error is what the caller must see
             log.warning("datasource %s: refresh failed and its partial chunks could not be removed now (%s); "
                         "readers do not see them and the next refresh removes them", datasource_id, exc)
+
+
+def drop_versions(conn: ChromaConnection, manifest: GenerationManifest, coll: Collection, datasource_id: str,
+                  versions: list[str]) -> int:
+    """Drop ``versions`` of the datasource; returns how many records went. Dropping the live version unsets it.
+
+    Shared layout: the versions leave the manifest first (one upsert, so readers never see half a
+    version), then the records no remaining version uses are deleted; records shared with a
+    remaining version stay. The previous layout deletes the versions' records, then the pointer.
+    """
+    state = manifest.get(datasource_id)
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    if state is None or state.legacy:
+        ids = conn.record_ids(coll, all_of([{"datasource_id": datasource_id}, {"schema_version": {"$in": versions}}]))
+        conn.delete_ids(coll, ids, "delete versions")
+        if state is not None and state.live_version in versions:
+            manifest.write(state.model_copy(update={"live_version": None, "chunk_count": 0, "content_digest": "",
+                                                    "updated_at": now}))
+        if ids:
+            log.info("datasource %s: deleted %d chunks of versions %s", datasource_id, len(ids), ", ".join(versions))
+        return len(ids)
+    records = planning_records(conn, coll, datasource_id, state)  # ids only, before the manifest moves
+    remaining = {v: g for v, g in state.versions.items() if v not in versions}
+    update: dict[str, object] = {"versions": remaining}
+    if state.live_version in versions:
+        update.update({"live_version": None, "chunk_count": 0, "content_digest": ""})
+    if remaining != state.versions or "live_version" in update:
+        manifest.write(state.model_copy(update={**update, "updated_at": now}))
+    unused = unused_records(records, remaining.values(), head=state.generation)
+    conn.delete_ids(coll, unused, "delete versions")
+    if unused:
+        log.info("datasource %s: dropped versions %s, deleted %d records no retained version uses",
+                 datasource_id, ", ".join(versions), len(unused))
+    return len(unused)

@@ -7,9 +7,9 @@ record readers start from, ``chroma_queries`` builds the filters, and ``chroma_c
 owns the client, the collections and the breaker.
 
 A failure before the manifest flips leaves readers at the old generation; the partial records
-are removed at once (best effort) and, should that fail too, by the next refresh. Refreshes of
-one datasource must not run concurrently (the Dagster job serializes them); refreshes of
-different datasources may.
+are removed at once (best effort) and, should that fail too, by the next refresh. An embedded
+store's writes take its writer lock (``writer_lock``: one writer across processes); a server's
+refreshes of one datasource must not overlap (the Dagster job serializes them).
 
 Model identity: searching a collection whose recorded provider/model/dimension differs from
 the configured embeddings raises ``EmbeddingDimensionMismatchError`` (a re-index fixes it);
@@ -29,6 +29,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from time import perf_counter
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -39,7 +40,6 @@ from nl2sql_assets.indexing.chroma_connection import DEFAULT_COLLECTION, ChromaC
 from nl2sql_assets.indexing.chroma_queries import (
     MAX_HITS_PER_QUERY_CALL,
     Scope,
-    all_of,
     broad_fetch,
     mmr_order,
     search_hit,
@@ -48,7 +48,7 @@ from nl2sql_assets.indexing.chroma_queries import (
     visible_rows,
     visible_where,
 )
-from nl2sql_assets.indexing.chroma_refresh import PlanExecutor, planning_records
+from nl2sql_assets.indexing.chroma_refresh import PlanExecutor, drop_versions, planning_records
 from nl2sql_assets.indexing.exact_search import RecordSets, exact_query
 from nl2sql_assets.indexing.embeddings import Embeddings
 from nl2sql_assets.indexing.manifest import GenerationManifest
@@ -69,12 +69,11 @@ from nl2sql_assets.indexing.refresh_plan import (
     chunk_id_for,
     plan_refresh,
     template_of_record,
-    unused_records,
 )
+from nl2sql_assets.indexing.writer_lock import WriterLock
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
-    from chromadb.api.models.Collection import Collection
 
     from nl2sql_assets.metrics import MetricsRegistry
 
@@ -103,7 +102,8 @@ class ChromaVectorStore:
             ``vector_search_seconds`` and ``vector_store_errors_total`` (by kind), plus the
             breaker's state gauge.
         files: an embedded store's folder: a failing call checks ``chroma.sqlite3`` and raises
-            ``VectorStoreCorruptError`` (how to rebuild) when it is damaged.
+            ``VectorStoreCorruptError`` (how to rebuild) when it is damaged; writes take the
+            folder's writer lock.
     """
 
     def __init__(self, client: ClientAPI | Callable[[], ClientAPI], embeddings: Embeddings, *,
@@ -124,6 +124,7 @@ class ChromaVectorStore:
         self.where = where
         self._manifest = GenerationManifest(self._conn)
         self._sets = RecordSets()  # record sets kept and ranked here (exact_search)
+        self._writer = WriterLock(files.folder) if files is not None else None
 
     @property
     def identity(self) -> ModelIdentity:
@@ -196,7 +197,9 @@ class ChromaVectorStore:
                 says the new version is already live and only the clean-up failed).
         """
         try:
-            report = self._refresh(datasource_id, schema_version, list(chunks), tenant_id, keep_versions, make_live)
+            with self._writing(f"refresh {datasource_id}@{schema_version}") as waited:
+                report = self._refresh(datasource_id, schema_version, list(chunks), tenant_id, keep_versions,
+                                       make_live).model_copy(update={"waited_s": round(waited, 3)})
         except Nl2SqlError as exc:
             self._count_error(exc)
             raise
@@ -235,6 +238,9 @@ class ChromaVectorStore:
                  report.upserted, report.embedded, report.from_cache, report.reused, report.deleted,
                  plan.new_generation)
         return report
+
+    def _writing(self, what: str) -> AbstractContextManager[float]:
+        return self._writer.hold(what) if self._writer is not None else nullcontext(0.0)
 
     def _count_error(self, exc: Exception) -> None:
         if self.metrics is not None:
@@ -446,44 +452,18 @@ class ChromaVectorStore:
         coll = self._conn.any_collection()
         if coll is None or not versions:
             return 0
-        state = self._manifest.get(datasource_id)
-        if state is not None and not state.legacy:
-            return self._drop_versions(coll, state, versions)
-        ids = self._conn.record_ids(
-            coll, all_of([{"datasource_id": datasource_id}, {"schema_version": {"$in": versions}}]))
-        self._conn.delete_ids(coll, ids, "delete versions")
-        if state is not None and state.live_version in versions:
-            self._manifest.write(state.model_copy(update={
-                "live_version": None, "chunk_count": 0, "content_digest": "",
-                "updated_at": datetime.now(UTC).isoformat(timespec="seconds")}))
-        if ids:
-            log.info("datasource %s: deleted %d chunks of versions %s", datasource_id, len(ids), ", ".join(versions))
-        return len(ids)
-
-    def _drop_versions(self, coll: Collection, state: ManifestState, versions: list[str]) -> int:
-        records = planning_records(self._conn, coll, state.datasource_id, state)  # ids only, before the manifest moves
-        remaining = {v: g for v, g in state.versions.items() if v not in versions}
-        update: dict[str, object] = {"versions": remaining}
-        if state.live_version in versions:
-            update.update({"live_version": None, "chunk_count": 0, "content_digest": ""})
-        if remaining != state.versions or "live_version" in update:
-            update["updated_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-            self._manifest.write(state.model_copy(update=update))
-        unused = unused_records(records, remaining.values(), head=state.generation)
-        self._conn.delete_ids(coll, unused, "delete versions")
-        if unused:
-            log.info("datasource %s: dropped versions %s, deleted %d records no retained version uses",
-                     state.datasource_id, ", ".join(versions), len(unused))
-        return len(unused)
+        with self._writing(f"delete versions of {datasource_id}"):
+            return drop_versions(self._conn, self._manifest, coll, datasource_id, versions)
 
     def delete_datasource(self, datasource_id: str) -> int:
         """Delete every chunk and the pointer record of a datasource; returns the number of chunks."""
         coll = self._conn.any_collection()
         if coll is None:
             return 0
-        ids = self._conn.record_ids(coll, {"datasource_id": datasource_id})
-        self._conn.delete_ids(coll, ids, "delete datasource")
-        self._manifest.delete(datasource_id)
+        with self._writing(f"delete {datasource_id}"):
+            ids = self._conn.record_ids(coll, {"datasource_id": datasource_id})
+            self._conn.delete_ids(coll, ids, "delete datasource")
+            self._manifest.delete(datasource_id)
         log.info("datasource %s: deleted %d chunks and its pointer", datasource_id, len(ids))
         return len(ids)
 

@@ -419,6 +419,7 @@ class RefreshReport(BaseModel):
     seconds: float
     reused: int = 0
     generation: int = 0
+    waited_s: float = 0.0  # for another writer of an embedded store (writer_lock)
 
 
 class IndexState(BaseModel):

@@ -55,6 +55,7 @@ def test_run_materializes_all_four_assets_with_ui_metadata(instance: dg.DagsterI
     assert chroma["chunks_embedded"] + chroma["chunks_from_cache"] + chroma["chunks_reused"] == chroma["chunks_total"]
     assert chroma["embedding_model"] == "bag-of-words" and chroma["embedding_dimension"] == 64
     assert chroma["evicted_versions"] == []
+    assert chroma["writer_wait_seconds"] == 0.0  # no other writer of the embedded store
     assert _live(settings, "shop") == version
     run = instance.get_runs(filters=dg.RunsFilter(tags={"datasource": "shop"}))[0]
     assert run.tags["schema_version"] == version and run.tags["dagster/partition"] == key
