@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal, TypeVar, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, ValidationInfo, field_validator
@@ -34,8 +34,10 @@ __all__ = [
 DATASOURCE_ID_RE = re.compile(r"^[a-z0-9_]+$")
 TENANT_ID_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 DEFAULT_KEEP_VERSIONS = 3
+DEFAULT_ENRICHMENT_TIMEOUT_S = 30.0  # seconds one enrichment chat request may take (ENRICHMENT_TIMEOUT_S)
 #: The Dagster asset group of the index assets (``pipeline.names.ASSET_GROUP``); ``NL2SQL_ASSET_GROUP`` overrides it.
 DEFAULT_ASSET_GROUP = "schema_index"
+V = TypeVar("V", int, float, str)
 #: What Dagster accepts as an asset owner: an e-mail address, or a team name after ``team:``.
 _OWNER_EMAIL_RE = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,7}")
 #: Deeper YAML is refused before it is built (the parser's recursion would crash on it); a
@@ -56,6 +58,7 @@ class Settings(BaseModel):
     openai_api_key: SecretStr | None = None
     openai_base_url: str | None = None
     enrichment: Literal["off", "openai"] = "off"
+    enrichment_timeout_s: float = DEFAULT_ENRICHMENT_TIMEOUT_S
     chroma_host: str | None = None
     chroma_port: int = 8000
     schema_store_url: str
@@ -68,31 +71,14 @@ class Settings(BaseModel):
         """Read every variable of docs/configuration.md; an invalid value raises ConfigError naming it."""
         env = os.environ if env is None else env
         home = Path(env.get("NL2SQL_HOME") or ".nl2sql").expanduser().absolute()
-        provider = (env.get("EMBEDDING_PROVIDER") or "local").strip().lower()
-        if provider not in ("local", "openai"):
-            raise ConfigError(f"must be 'local' or 'openai', got {provider!r}",
-                              source="environment", field="EMBEDDING_PROVIDER")
-        enrichment = (env.get("ENRICHMENT") or "off").strip().lower()
-        if enrichment not in ("off", "openai"):
-            raise ConfigError(f"must be 'off' or 'openai', got {enrichment!r}",
-                              source="environment", field="ENRICHMENT")
-        port_text = env.get("CHROMA_PORT") or "8000"
-        try:
-            port = int(port_text)
-            if not 0 < port < 65536:
-                raise ValueError
-        except ValueError:
-            raise ConfigError(f"must be a TCP port number, got {port_text!r}",
-                              source="environment", field="CHROMA_PORT") from None
+        provider = _value(env, "EMBEDDING_PROVIDER", "local", str.lower, {"local", "openai"}.__contains__,
+                          "'local' or 'openai'")
+        enrichment = _value(env, "ENRICHMENT", "off", str.lower, {"off", "openai"}.__contains__, "'off' or 'openai'")
+        timeout = _value(env, "ENRICHMENT_TIMEOUT_S", DEFAULT_ENRICHMENT_TIMEOUT_S, float,
+                         lambda v: 0 < v < float("inf"), "a number of seconds > 0")
+        port = _value(env, "CHROMA_PORT", 8000, int, lambda v: 0 < v < 65536, "a TCP port number")
+        keep = _value(env, "NL2SQL_KEEP_VERSIONS", DEFAULT_KEEP_VERSIONS, int, lambda v: v >= 1, "a whole number >= 1")
         key = env.get("OPENAI_API_KEY")
-        keep_text = env.get("NL2SQL_KEEP_VERSIONS") or str(DEFAULT_KEEP_VERSIONS)
-        try:
-            keep = int(keep_text)
-        except ValueError:
-            keep = 0
-        if keep < 1:
-            raise ConfigError(f"must be a whole number >= 1, got {keep_text!r}", source="environment",
-                              field="NL2SQL_KEEP_VERSIONS")
         return cls(
             home=home,
             datasources_path=Path(env.get("NL2SQL_DATASOURCES") or home / "datasources.yaml").expanduser().absolute(),
@@ -102,6 +88,7 @@ class Settings(BaseModel):
             openai_api_key=SecretStr(key) if key else None,
             openai_base_url=env.get("OPENAI_BASE_URL") or None,
             enrichment=enrichment,  # type: ignore[arg-type]
+            enrichment_timeout_s=timeout,
             chroma_host=env.get("CHROMA_HOST") or None,
             chroma_port=port,
             schema_store_url=env.get("SCHEMA_STORE_URL") or f"sqlite:///{home / 'schema_store.db'}",
@@ -138,11 +125,26 @@ class Settings(BaseModel):
         return self.home / "metrics.prom"
 
 
+def _value(env: Mapping[str, str], var: str, default: V, parse: Callable[[str], V], ok: Callable[[V], bool],
+           what: str) -> V:
+    """``var`` parsed (surrounding spaces ignored), or ``default`` when unset or empty; ConfigError
+    ``must be <what>, got '<text>'``."""
+    text = (env.get(var) or "").strip() or str(default)
+    try:
+        value = parse(text)
+    except ValueError:
+        value = None
+    if value is None or not ok(value):
+        raise ConfigError(f"must be {what}, got {text!r}", source="environment", field=var)
+    return value
+
+
 #: Each setting's environment variable.
 _ENV_NAMES = {
     "home": "NL2SQL_HOME", "datasources_path": "NL2SQL_DATASOURCES", "dagster_home": "DAGSTER_HOME",
     "embedding_provider": "EMBEDDING_PROVIDER", "embedding_model": "EMBEDDING_MODEL",
     "openai_api_key": "OPENAI_API_KEY", "openai_base_url": "OPENAI_BASE_URL", "enrichment": "ENRICHMENT",
+    "enrichment_timeout_s": "ENRICHMENT_TIMEOUT_S",
     "chroma_host": "CHROMA_HOST", "chroma_port": "CHROMA_PORT", "schema_store_url": "SCHEMA_STORE_URL",
     "keep_versions": "NL2SQL_KEEP_VERSIONS",
     "asset_owners": "NL2SQL_ASSET_OWNERS", "asset_group": "NL2SQL_ASSET_GROUP",

@@ -43,7 +43,7 @@ def build_resources(settings: Settings, env: Mapping[str, str] | None = None) ->
                                          home=str(settings.home), **openai),
         "vector_store": VectorStoreResource(home=str(settings.home), chroma_host=settings.chroma_host,
                                             chroma_port=settings.chroma_port, keep_versions=settings.keep_versions),
-        "llm": LLMResource(enrichment=settings.enrichment, **openai),
+        "llm": LLMResource(enrichment=settings.enrichment, timeout_s=settings.enrichment_timeout_s, **openai),
     }
 
 

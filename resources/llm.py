@@ -36,8 +36,8 @@ class LLMResource(dg.ConfigurableResource):
     openai_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint (OPENAI_BASE_URL).")
     timeout_s: float = Field(
         default=DEFAULT_LLM_TIMEOUT_S, gt=0,
-        description="Seconds one chat completion may take; a timeout is not retried and stops enrichment "
-                    "for the rest of the command.")
+        description="Seconds one chat completion may take (ENRICHMENT_TIMEOUT_S); a timeout is not retried "
+                    "and stops enrichment for the rest of the command.")
     max_retries: int = Field(
         default=DEFAULT_LLM_MAX_RETRIES, ge=0,
         description="Retries of a chat completion after a 429, a 5xx or a connection error.")

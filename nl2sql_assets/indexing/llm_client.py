@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from nl2sql_assets.config import Settings, redact_url
+from nl2sql_assets.config import DEFAULT_ENRICHMENT_TIMEOUT_S, Settings, redact_url
 from nl2sql_assets.errors import Nl2SqlError
 from nl2sql_assets.indexing.breaker import CircuitBreaker, CircuitOpenError
 from nl2sql_assets.indexing.openai_client import (
@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_CHAT_MODEL = "gpt-4o-mini"
 #: Seconds one chat completion may take before the endpoint counts as hanging.
-DEFAULT_LLM_TIMEOUT_S = 30.0
+DEFAULT_LLM_TIMEOUT_S = DEFAULT_ENRICHMENT_TIMEOUT_S
 #: Retries after a 429, a 5xx or a connection error (never after a timeout).
 DEFAULT_LLM_MAX_RETRIES = 2
 
@@ -221,12 +221,14 @@ class BreakerChatClient:
             close()
 
 
-def build_llm(settings: Settings, *, timeout_s: float = DEFAULT_LLM_TIMEOUT_S,
+def build_llm(settings: Settings, *, timeout_s: float | None = None,
               max_retries: int = DEFAULT_LLM_MAX_RETRIES) -> OpenAIChatClient | None:
-    """The configured LLM, or None when ENRICHMENT is off. Raises LLMUnavailableError (no key)."""
+    """The configured LLM, or None when ENRICHMENT is off. Raises LLMUnavailableError (no key).
+
+    ``timeout_s`` None: the settings' ``ENRICHMENT_TIMEOUT_S``."""
     if settings.enrichment != "openai":
         return None
     return OpenAIChatClient(LLMSettings(
         api_key=settings.openai_api_key, base_url=settings.openai_base_url or DEFAULT_BASE_URL,
-        timeout_s=timeout_s, max_retries=max_retries,
+        timeout_s=settings.enrichment_timeout_s if timeout_s is None else timeout_s, max_retries=max_retries,
     ))

@@ -23,7 +23,7 @@ import pytest
 from nl2sql_assets.app.instance import prepare_instance
 from nl2sql_assets.config import Settings
 from nl2sql_assets.indexing.embeddings import build_embedding_service
-from nl2sql_assets.indexing.llm_client import DEFAULT_LLM_MAX_RETRIES, DEFAULT_LLM_TIMEOUT_S
+from nl2sql_assets.indexing.llm_client import DEFAULT_LLM_MAX_RETRIES
 from nl2sql_assets.indexing.vector_store import build_vector_store
 from nl2sql_assets.pipeline import names
 from nl2sql_assets.pipeline.keys import partition_key
@@ -38,6 +38,7 @@ pytestmark = pytest.mark.slow
 SCRIPT = Path(sys.executable).parent / "nl2sql-assets"
 API_KEY = "sk-test-Cli5ecretKey0123"
 DATASOURCES = ("shop", "crm")
+HANG_TIMEOUT_S = 3.0  # ENRICHMENT_TIMEOUT_S for the hanging endpoint (the default is 30 s)
 #: Two more tables per datasource: five in all, so the runs have something to describe.
 MORE_TABLES = """
 CREATE TABLE suppliers (supplier_id INTEGER PRIMARY KEY, name TEXT NOT NULL, country TEXT);
@@ -95,13 +96,13 @@ def _home(root: Path) -> dict[str, str]:
     return env
 
 
-def index(root: Path, chat_mode: Mode = "ok", *, key: bool = True) -> IndexRun:
+def index(root: Path, chat_mode: Mode = "ok", *, key: bool = True, env_extra: dict[str, str] | None = None) -> IndexRun:
     """Run ``nl2sql-assets index`` with the chat endpoint in ``chat_mode``.
 
     Embeddings go to the fake too (always working), except without a key, where the local
     model embeds (an OpenAI embedding provider needs the key).
     """
-    env = _home(root)
+    env = {**_home(root), **(env_extra or {})}
     with FakeOpenAI() as fake:
         fake.modes[CHAT] = chat_mode
         env["OPENAI_BASE_URL"] = fake.base_url
@@ -182,11 +183,11 @@ def test_server_errors_skip_enrichment_and_stop_calling(tmp_path: Path, monkeypa
 
 def test_a_hanging_endpoint_costs_one_timeout(tmp_path: Path, normal: IndexRun,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    run = index(tmp_path, "hang")
+    run = index(tmp_path, "hang", env_extra={"ENRICHMENT_TIMEOUT_S": str(HANG_TIMEOUT_S)})
     _assert_indexed(run)
     assert run.chat_requests == 1  # a timeout is not retried, and the breaker keeps the second run off
     assert run.embedding_requests > 0
-    assert DEFAULT_LLM_TIMEOUT_S <= run.seconds < 2 * DEFAULT_LLM_TIMEOUT_S + normal.seconds, run.seconds
+    assert HANG_TIMEOUT_S <= run.seconds < 2 * HANG_TIMEOUT_S + normal.seconds, run.seconds
     first, second = _reasons(run, monkeypatch)
-    assert first == f"chat endpoint {run.settings.openai_base_url} did not answer within {DEFAULT_LLM_TIMEOUT_S:g} s"
+    assert first == f"chat endpoint {run.settings.openai_base_url} did not answer within {HANG_TIMEOUT_S:g} s"
     assert second == f"not called: the chat endpoint failed earlier in this command ({first})"

@@ -198,8 +198,19 @@ def test_settings_overrides(tmp_path: Path) -> None:
     assert settings.chroma_port == 8123 and settings.schema_store_url == "postgresql://u@h/db"
 
 
+def test_the_enrichment_timeout_reaches_the_llm_resource(tmp_path: Path) -> None:
+    from resources import build_resources
+
+    settings = Settings.from_env({"NL2SQL_HOME": str(tmp_path), "ENRICHMENT_TIMEOUT_S": "2.5"})
+    assert settings.enrichment_timeout_s == 2.5 and Settings.of(enrichment_timeout_s=2.5).enrichment_timeout_s == 2.5
+    assert build_resources(settings)["llm"].timeout_s == 2.5
+    assert Settings.from_env({"NL2SQL_HOME": str(tmp_path)}).enrichment_timeout_s == 30.0
+
+
 @pytest.mark.parametrize(("var", "value"), [
     ("EMBEDDING_PROVIDER", "cohere"), ("ENRICHMENT", "yes"), ("CHROMA_PORT", "http"), ("CHROMA_PORT", "70000"),
+    ("ENRICHMENT_TIMEOUT_S", "0"), ("ENRICHMENT_TIMEOUT_S", "-1"), ("ENRICHMENT_TIMEOUT_S", "abc"),
+    ("ENRICHMENT_TIMEOUT_S", "inf"), ("ENRICHMENT_TIMEOUT_S", "nan"),
 ])
 def test_settings_bad_values_name_the_variable(tmp_path: Path, var: str, value: str) -> None:
     with pytest.raises(ConfigError) as info:
