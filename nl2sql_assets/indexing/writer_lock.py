@@ -56,23 +56,31 @@ class WriterLock:
 
     @contextmanager
     def hold(self, what: str) -> Iterator[float]:
-        """Write while the block runs; yields the seconds spent waiting for another writer.
+        """Write while the block runs; yields the seconds spent waiting for another writer (0.0
+        when none held the lock: taking it is not counted).
 
         Raises:
             VectorStoreError: the lock file cannot be created or locked (a read-only folder).
         """
-        started = monotonic()
-        with self._held.mutex:
+        waited = 0.0
+        if not self._held.mutex.acquire(blocking=False):  # another thread of this process writes
+            started = monotonic()
+            self._held.mutex.acquire()
+            waited = monotonic() - started
+        try:
             if self._held.depth == 0:
-                self._held.fd = self._acquire(what)
+                self._held.fd, waited_here = self._acquire(what)
+                waited += waited_here
             self._held.depth += 1
             try:
-                yield monotonic() - started
+                yield waited
             finally:
                 self._held.depth -= 1
                 if self._held.depth == 0 and self._held.fd is not None:
                     os.close(self._held.fd)  # closing the descriptor releases the flock
                     self._held.fd = None
+        finally:
+            self._held.mutex.release()
 
     def holder(self) -> str:
         """Who holds the lock, as its holder wrote it ('' when unknown)."""
@@ -81,7 +89,8 @@ class WriterLock:
         except OSError:
             return ""
 
-    def _acquire(self, what: str) -> int:
+    def _acquire(self, what: str) -> tuple[int, float]:
+        """The locked descriptor, and the seconds waited for another process (0.0 at the first try)."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -89,23 +98,25 @@ class WriterLock:
             raise VectorStoreError(f"cannot create the vector store's writer lock {self.path} ({exc.strerror}): "
                                    "the Chroma folder must be writable to index") from None
         try:
-            self._wait(fd, what)
+            waited = self._wait(fd, what)
         except BaseException:
             os.close(fd)
             raise
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on {os.uname().nodename}: {what}\n".encode(), 0)
-        return fd
+        return fd, waited
 
-    def _wait(self, fd: int, what: str) -> None:
+    def _wait(self, fd: int, what: str) -> float:
         started = reported = monotonic()
         first = True
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                if not first:
-                    log.info("%s: took the writer lock %s after %.1f s", what, self.path, monotonic() - started)
-                return
+                if first:
+                    return 0.0
+                waited = monotonic() - started
+                log.info("%s: took the writer lock %s after %.1f s", what, self.path, waited)
+                return waited
             except BlockingIOError:
                 pass
             except OSError as exc:

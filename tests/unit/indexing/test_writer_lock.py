@@ -16,7 +16,7 @@ from nl2sql_assets.indexing.writer_lock import LOCK_FILE, WriterLock
 def test_the_lock_is_reentrant_and_names_its_holder(tmp_path: Path) -> None:
     lock = WriterLock(tmp_path / "chroma")
     with lock.hold("refresh shop@v1") as waited, lock.hold("delete versions of shop") as again:
-        assert waited < 1.0 and again < 1.0
+        assert waited == 0.0 and again == 0.0  # taking a free lock is not waiting
         assert lock.holder() == f"pid {os.getpid()} on {os.uname().nodename}: refresh shop@v1"
     assert (tmp_path / "chroma" / LOCK_FILE).is_file()
 
