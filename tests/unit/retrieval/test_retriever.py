@@ -90,6 +90,29 @@ def test_routing_scores_only_its_best_candidates_in_full(world: World) -> None:
     assert row["clinic"][col("columns_named")] > row["shop"][col("columns_named")]
 
 
+def test_routing_counts_a_wider_schemas_evidence_for_less(world: World) -> None:
+    import math
+
+    import numpy as np
+
+    from nl2sql_assets.retrieval.routing import ROUTE_COLUMNS_CAP, ROUTE_FEATURES, ROUTE_MODEL
+
+    world.add(generated_snapshot(9, datasource_id="wide", tenant="acme", n_tables=14))  # 83 columns
+    [found] = world.retriever().route_candidates(
+        [RetrievalRequest(question="patient_id of each doctor", tenant="acme")], count=3)
+    col = ROUTE_FEATURES.index("log_columns")
+    widths = {name: sum(len(t.columns) for t in world.schema_store.get_latest(name).tables) for name in found.names}
+    assert set(found.names) == {"shop", "clinic", "wide"} and widths["wide"] > ROUTE_COLUMNS_CAP > widths["shop"]
+    for name, row in zip(found.names, found.features, strict=True):
+        assert row[col] == pytest.approx(math.log1p(min(widths[name], ROUTE_COLUMNS_CAP)))
+    # the same evidence from a schema of ten times the columns scores lower: a wide schema
+    # matches some of any question by chance
+    narrow = found.features[0].copy()
+    wide = narrow.copy()
+    wide[col] = narrow[col] + math.log(10.0)
+    assert ROUTE_MODEL.prob(np.vstack([wide]))[0] < ROUTE_MODEL.prob(np.vstack([narrow]))[0]
+
+
 def test_evidence_and_hints_are_part_of_the_semantic_query(world: World) -> None:
     retriever = world.retriever()
     plain = retriever.retrieve("Show the rows", datasource="clinic")
