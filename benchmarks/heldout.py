@@ -16,10 +16,12 @@ and per wording:
 - ``table_curve`` / ``column_curve``: the recall/size curve over several targets;
 - ``fixed_cutoffs``: the previous fixed cut-offs (``recall_target`` None);
 - ``plain_dense``: one MiniLM vector per table (its table chunk), cosine to the question, top-k
-  tables with all their columns.
+  tables with all their columns;
+- ``plain_dense_routing``: every database of the benchmark scored by its best table vector's
+  cosine to the question, top-1 / top-5 (the baseline of ``fit_routing.py``'s figures).
 
-Routing and latency need the live retriever over all of a benchmark's databases indexed
-together; ``retrieval_quality.py`` measures them (routing has no weights fitted on a benchmark).
+Routing's held-out figures need the live retriever's candidates over all of a benchmark's
+databases indexed together: ``fit_routing.py`` measures them; ``retrieval_quality.py`` the latency.
 Prints one JSON object.
 """
 
@@ -35,7 +37,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from ranking_fit import Row, build_rows, load_databases, load_questions, measure, pipeline, plain_dense
+from ranking_fit import (Row, build_rows, load_databases, load_questions, measure, pipeline, plain_dense,
+                         plain_routing)
 
 TABLE_TARGETS = (0.5, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98)
 COLUMN_TARGETS = (0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
@@ -103,6 +106,7 @@ def report(rows: list[Row], table_target: float | None = None, column_target: fl
                              for c in COLUMN_TARGETS],
             "fixed_cutoffs": measure(part, recall_target=None, column_recall_target=None),
             "plain_dense": {f"top{k}": plain_dense(part, k) for k in PLAIN_K},
+            "plain_dense_routing": plain_routing(part),
         }
     return out
 

@@ -7,7 +7,8 @@ database-grouped fold, measures on the held-out databases) and ``fit_confidence.
 A row is one question asked of one database: the product's column features
 (``ranking.column_features``) computed from the indexed snapshot, with each query text's
 similarities cut to its top ``dense_k`` chunks as retrieval sees them (:func:`as_retrieved`), the
-gold labels, and (for the plain dense baseline) the question's cosine to one vector per table.
+gold labels, and (for the plain dense baselines) the question's cosine to one vector per table, of
+its own database and of every database of its benchmark (routing).
 """
 
 from __future__ import annotations
@@ -154,6 +155,9 @@ def build_rows(questions: list[Row], dbs: dict[str, Row], embed,  # type: ignore
 
     kinds = EntityKindScorer(embed.embed_queries)
     k = RetrieverConfig().dense_k
+    names = sorted(dbs)
+    all_tables = np.vstack([dbs[n]["tv"] for n in names])  # type: ignore[misc]
+    owner = np.repeat(np.arange(len(names)), [len(dbs[n]["tv"]) for n in names])  # type: ignore[arg-type]
     terms = [build_query_terms(str(q["question"]), str(q.get("evidence") or "") or None) for q in questions]
     vec = _embed_all(embed, (s for t in terms for s in (*t.segments, *t.entities, *question_words(t))))
     rows = []
@@ -173,8 +177,24 @@ def build_rows(questions: list[Row], dbs: dict[str, Row], embed,  # type: ignore
                      "cy": np.array([c in gold_c for c in d["keys"]], float),  # type: ignore[union-attr]
                      "ty": np.array([n in gold_t for n in d["tables"]], float),  # type: ignore[union-attr]
                      "plain": seg[0] @ d["tv"].T,  # type: ignore[union-attr]
+                     "plain_route": plain_route_rank(seg[0] @ all_tables.T, owner, names.index(str(q["db"]))),
                      "gold_tables": gold_t, "gold_columns": gold_c})
     return rows
+
+
+def plain_route_rank(table_sims: np.ndarray, owner: np.ndarray, own: int) -> int:
+    """The plain dense routing baseline: the rank (0 = first) of the question's own database when
+    every database of the benchmark is scored by its best table vector's cosine to the question."""
+    best = np.full(int(owner.max()) + 1, -np.inf)
+    np.maximum.at(best, owner, table_sims)
+    return int((best > best[own]).sum())
+
+
+def plain_routing(rows: list[Row]) -> dict[str, float]:
+    """Top-1 / top-5 of :func:`plain_route_rank` over ``rows`` (nothing fitted: nothing to hold out)."""
+    n = max(1, len(rows))
+    return {"top1": round(sum(r["plain_route"] == 0 for r in rows) / n, 4),
+            "top5": round(sum(int(r["plain_route"]) < 5 for r in rows) / n, 4)}  # type: ignore[call-overload]
 
 
 def _fit(names: tuple[str, ...], xs: list[np.ndarray], ys: list[np.ndarray], iters: int) -> R.LinearModel:
