@@ -6,22 +6,30 @@ Usage (after ``retrieval_quality.py --dataset D --work W`` has built and indexed
         --bench spider=../shared/bench/spider-train:/tmp/h14a_spider [--max-train 8000]
 
 Builds the product's features for every question (``ranking_fit.build_rows``: BIRD with its
-evidence and with it blanked, Spider in both wordings), fits the four logistic stages (L2, C=1;
-weights of evidence features constrained to be >= 0, so more evidence never lowers a score;
-each stage on out-of-fold outputs of the stages before it) on at most ``--max-train`` questions
-drawn at random, and prints them as Python, as ``ranking.py`` holds them. How well they carry
+evidence and with it blanked, Spider in both wordings), fits the three logistic stages (L2, C=1;
+weights of evidence features constrained to be >= 0, so more evidence never lowers a score) and
+the within-table network (``ranking_fit.fit_mlp``), each stage on out-of-fold outputs of the
+stages before it, on at most ``--max-train`` questions drawn at random; prints the logistic ones
+as Python, as ``ranking.py`` holds them, and writes the network to ``--within-out``
+(``nl2sql_assets/retrieval/within_model.json``, which ``ranking.py`` loads). How well they carry
 over to databases never seen is ``heldout.py``'s job (the same fit per database-grouped fold).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import sys
+from pathlib import Path
 
 from heldout import load_benchmark, parse_bench
 from ranking_fit import as_retrieved, fit_logistic, pipeline, top_k_with_floor
+
+from nl2sql_assets.retrieval.mlp import MLPModel
+
+WITHIN_FILE = Path(__file__).resolve().parent.parent / "nl2sql_assets" / "retrieval" / "within_model.json"
 
 __all__ = ["as_retrieved", "fit_logistic", "top_k_with_floor"]  # kept importable from here
 
@@ -32,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="NAME=DATASET_DIR:WORK_DIR (repeatable)")
     parser.add_argument("--max-train", type=int, default=8000)
     parser.add_argument("--iters", type=int, default=2000)
+    parser.add_argument("--within-out", type=Path, default=WITHIN_FILE,
+                        help="where the within-table network goes (the file ranking.py loads)")
     args = parser.parse_args(argv)
 
     from nl2sql_assets.config import Settings
@@ -46,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     train = random.Random(13).sample(rows, args.max_train) if len(rows) > args.max_train else rows
     models = pipeline(train, [], iters=args.iters)
     for name, model in models.items():
+        if isinstance(model, MLPModel):
+            args.within_out.write_text(json.dumps(model.to_json()) + "\n", encoding="utf-8")
+            print(f"{name.upper()}_MODEL: written to {args.within_out}")
+            continue
         weights = ", ".join(f"{w:.4f}" for w in model.weights)
         print(f"{name.upper()}_MODEL = LinearModel(weights=({weights},), bias={model.bias:.4f})")
     return 0

@@ -40,8 +40,10 @@ import numpy as np
 from ranking_fit import (Row, build_rows, load_databases, load_questions, measure, pipeline, plain_dense,
                          plain_routing)
 
+from nl2sql_assets.retrieval.mlp import MLPModel
+
 TABLE_TARGETS = (0.5, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98)
-COLUMN_TARGETS = (0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+COLUMN_TARGETS = (0.3, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
 PLAIN_K = (1, 2, 3, 5)
 
 
@@ -186,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.weights:
         train = random.Random(13).sample(rows, args.max_train) if len(rows) > args.max_train else rows
         for name, model in pipeline(train, [], iters=args.iters).items():
+            if isinstance(model, MLPModel):  # the within-table network: fit_ranking_weights.py writes it
+                continue
             weights = ", ".join(f"{w:.4f}" for w in model.weights)
             print(f"{name.upper()}_MODEL = LinearModel(weights=({weights},), bias={model.bias:.4f})", flush=True)
     return 0

@@ -28,6 +28,7 @@ import numpy as np  # noqa: E402
 
 from nl2sql_assets.retrieval import ranking as R
 from nl2sql_assets.retrieval.entity_kinds import EntityKinds
+from nl2sql_assets.retrieval.mlp import MLPModel
 from nl2sql_assets.retrieval.ranking import FLOOR_MARGIN, DenseScores
 from nl2sql_assets.retrieval.word_similarity import WordScores, question_words, word_scores
 
@@ -197,12 +198,43 @@ def plain_routing(rows: list[Row]) -> dict[str, float]:
             "top5": round(sum(int(r["plain_route"]) < 5 for r in rows) / n, 4)}  # type: ignore[call-overload]
 
 
+#: the within-table network: hidden units, L2 penalty, full-batch Adam steps (heldout.py, 2026-12-01)
+MLP_HIDDEN, MLP_L2, MLP_STEPS = 32, 1e-4, 400
+
+
+def fit_mlp(names: tuple[str, ...], x: np.ndarray, y: np.ndarray, hidden: int = MLP_HIDDEN, l2: float = MLP_L2,
+            steps: int = MLP_STEPS, lr: float = 0.01, seed: int = 0) -> MLPModel:
+    """A one-hidden-layer ReLU network, log-loss, full-batch Adam (what ``mlp.MLPModel`` runs)."""
+    rng = np.random.default_rng(seed)
+    mean, scale = x.mean(0), x.std(0)
+    scale[scale < 1e-9] = 1.0
+    z = (x - mean) / scale
+    n, d = z.shape
+    rate = float(np.clip(y.mean(), 1e-6, 1 - 1e-6))
+    params = [rng.normal(0, 1 / np.sqrt(d), (d, hidden)), np.zeros(hidden),
+              rng.normal(0, 1 / np.sqrt(hidden), hidden), np.array([math.log(rate / (1 - rate))])]
+    first = [np.zeros_like(q) for q in params]  # Adam's moment estimates
+    second = [np.zeros_like(q) for q in params]
+    for t in range(1, steps + 1):
+        h = np.maximum(z @ params[0] + params[1], 0.0)
+        p = 1.0 / (1.0 + np.exp(-np.clip(h @ params[2] + params[3][0], -30, 30)))
+        g = (p - y) / n
+        gh = np.outer(g, params[2]) * (h > 0)
+        grads = (z.T @ gh + l2 * params[0], gh.sum(0), h.T @ g + l2 * params[2], np.array([g.sum()]))
+        for i, gr in enumerate(grads):
+            first[i] = 0.9 * first[i] + 0.1 * gr
+            second[i] = 0.999 * second[i] + 0.001 * gr * gr
+            params[i] -= lr * (first[i] / (1 - 0.9 ** t)) / (np.sqrt(second[i] / (1 - 0.999 ** t)) + 1e-8)
+    return MLPModel(features=names, mean=mean, scale=scale, w1=params[0], b1=params[1], w2=params[2],
+                    b2=float(params[3][0]))
+
+
 def _fit(names: tuple[str, ...], xs: list[np.ndarray], ys: list[np.ndarray], iters: int) -> R.LinearModel:
     w, b = fit_logistic(np.vstack(xs), np.concatenate(ys), [n not in FREE for n in names], iters=iters)
     return R.LinearModel(tuple(float(v) for v in w), b)
 
 
-def pipeline(train: list[Row], apply: list[Row], iters: int = 3000) -> dict[str, R.LinearModel]:
+def pipeline(train: list[Row], apply: list[Row], iters: int = 3000) -> dict[str, R.LinearModel | MLPModel]:
     """Fit the four stages on ``train`` and write their outputs (``cl``, ``tx``, ``tp``, ``wp``)
     into ``apply``. Each stage is fitted on out-of-fold outputs of the stages before it (the
     column model's logits for a training question come from a model fitted without its
@@ -243,8 +275,8 @@ def pipeline(train: list[Row], apply: list[Row], iters: int = 3000) -> dict[str,
     for r in both:
         r["wx"] = R.within_features(r["d"]["index"], r["cx"], r["cl"], r["tp"], r["terms"])  # type: ignore[index,arg-type]
     in_gold = [np.isin(r["d"]["index"].lexical.column_table_arr, np.flatnonzero(r["ty"])) for r in train]  # type: ignore[index,arg-type]
-    models["within"] = _fit(R.WITHIN_FEATURES, [r["wx"][m] for r, m in zip(train, in_gold)],  # type: ignore[index]
-                            [r["cy"][m] for r, m in zip(train, in_gold)], iters)  # type: ignore[index]
+    models["within"] = fit_mlp(R.WITHIN_FEATURES, np.vstack([r["wx"][m] for r, m in zip(train, in_gold)]),  # type: ignore[index]
+                               np.concatenate([r["cy"][m] for r, m in zip(train, in_gold)]))  # type: ignore[index]
     for r in apply:
         r["wp"] = models["within"].prob(r["wx"])  # type: ignore[arg-type]
     return models

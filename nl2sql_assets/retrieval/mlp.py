@@ -1,0 +1,65 @@
+"""A one-hidden-layer network for the within-table column model, loaded from a JSON file.
+
+The linear within-table model had stopped gaining from more training data (3,000 or 9,000
+questions per fold gave the same held-out figures): which column of a table the question needs
+depends on combinations of its evidence (a column the question means by a word, *and* the best
+such one in its table, *and* not a key), which a sum of weights cannot express. A small network
+over the same features can, and costs microseconds per question. It is fitted by
+``benchmarks/fit_ranking_weights.py`` (held out by ``benchmarks/heldout.py``) and shipped as data.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from nl2sql_assets.errors import RetrievalError
+
+
+@dataclass(frozen=True)
+class MLPModel:
+    """``sigmoid(relu(((x - mean) / scale) @ w1 + b1) @ w2 + b2)`` over named features."""
+
+    features: tuple[str, ...]
+    mean: np.ndarray
+    scale: np.ndarray
+    w1: np.ndarray
+    b1: np.ndarray
+    w2: np.ndarray
+    b2: float
+
+    def logit(self, x: np.ndarray) -> np.ndarray:
+        hidden = np.maximum(((x - self.mean) / self.scale) @ self.w1 + self.b1, 0.0)
+        return hidden @ self.w2 + self.b2
+
+    def prob(self, x: np.ndarray) -> np.ndarray:
+        return 1.0 / (1.0 + np.exp(-np.clip(self.logit(x), -30, 30)))
+
+    def to_json(self) -> dict[str, object]:
+        return {"features": list(self.features), "mean": self.mean.tolist(), "scale": self.scale.tolist(),
+                "w1": self.w1.tolist(), "b1": self.b1.tolist(), "w2": self.w2.tolist(), "b2": self.b2}
+
+    @classmethod
+    def load(cls, path: Path, features: tuple[str, ...]) -> MLPModel:
+        """The model in ``path``, checked against the ``features`` the code computes."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            model = cls(features=tuple(data["features"]), mean=np.asarray(data["mean"], dtype=np.float64),
+                         scale=np.asarray(data["scale"], dtype=np.float64),
+                         w1=np.asarray(data["w1"], dtype=np.float64), b1=np.asarray(data["b1"], dtype=np.float64),
+                         w2=np.asarray(data["w2"], dtype=np.float64), b2=float(data["b2"]))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise RetrievalError(f"model file {path} cannot be read: {exc}") from exc
+        if model.features != features:
+            raise RetrievalError(f"model file {path} was fitted on other features than the code computes "
+                              f"(refit with benchmarks/fit_ranking_weights.py)")
+        n, hidden = len(features), len(model.b1)
+        shapes = {"mean": (model.mean.shape, (n,)), "scale": (model.scale.shape, (n,)),
+                  "w1": (model.w1.shape, (n, hidden)), "w2": (model.w2.shape, (hidden,))}
+        wrong = [name for name, (got, want) in shapes.items() if got != want]
+        if wrong or not np.all(model.scale > 0):
+            raise RetrievalError(f"model file {path} is malformed ({', '.join(wrong) or 'scale'})")
+        return model
