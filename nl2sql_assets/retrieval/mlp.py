@@ -2,9 +2,9 @@
 
 The linear within-table model had stopped gaining from more training data (3,000 or 9,000
 questions per fold gave the same held-out figures): which column of a table the question needs
-depends on combinations of its evidence (a column the question means by a word, *and* the best
-such one in its table, *and* not a key), which a sum of weights cannot express. A small network
-over the same features can, and costs microseconds per question. It is fitted by
+depends on combinations of its evidence (for example how well the question means a column's name
+together with how that column ranks in its own table), which a sum of weights cannot express. A
+small network over the same features can, and costs microseconds per question. It is fitted by
 ``benchmarks/fit_ranking_weights.py`` (held out by ``benchmarks/heldout.py``) and shipped as data.
 """
 
@@ -55,7 +55,7 @@ class MLPModel:
             raise RetrievalError(f"model file {path} cannot be read: {exc}") from exc
         if model.features != features:
             raise RetrievalError(f"model file {path} was fitted on other features than the code computes "
-                              f"(refit with benchmarks/fit_ranking_weights.py)")
+                                 f"(refit with benchmarks/fit_ranking_weights.py)")
         n, hidden = len(features), len(model.b1)
         shapes = {"mean": (model.mean.shape, (n,)), "scale": (model.scale.shape, (n,)),
                   "w1": (model.w1.shape, (n, hidden)), "w2": (model.w2.shape, (hidden,))}

@@ -26,10 +26,11 @@ clear question gets one table and one that needs six gets six or more; columns t
 
 The weights were fitted (logistic regression; the network by log-loss) on BIRD dev and Spider
 train together (both wordings; BIRD with and without its evidence), on features that describe no
-particular database (similarities, word coverage, mentions, literal types such as a year or a proper noun against
-date or name columns, each entity's nearest text column, a person-like or place-like entity
-against columns of people's names or of places, word meaning: how much of a name the question's
-words mean one by one (:mod:`~nl2sql_assets.retrieval.word_similarity`), capped graph degree),
+particular database (similarities, word coverage, mentions, literal types such as a year or a
+proper noun against date or name columns, each entity's nearest text column, a person-like or
+place-like entity against columns of people's names or of places, word meaning: how much of a name
+the question's words mean one by one (:mod:`~nl2sql_assets.retrieval.word_similarity`), capped
+graph degree),
 each stage on out-of-fold outputs of the stages before it, and on similarities cut to each query
 text's top ``dense_k`` chunks as the vector store returns them. ``benchmarks/fit_ranking_weights.py``
 does the fit; ``benchmarks/heldout.py`` refits per database-grouped fold and reports every figure on
