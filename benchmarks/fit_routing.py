@@ -14,8 +14,12 @@ returns the best ``--candidates`` datasources by dense evidence with their featu
 (``--loss softmax``, the default: each question's candidates ranked against each other; or
 ``binary``: each candidate on its own): the weights that rank a fold's questions never saw its
 databases. Printed as JSON per benchmark and wording: top-1 / top-5 held out, the same for the
-hand-set weights this replaced, and how often the question's database is among the candidates at
-all (the ceiling); then the model fitted on every question, as ``routing.py`` holds it.
+hand-set weights this replaced, how often the question's database is among the candidates at
+all (the ceiling), and ``top1_or_same_sql``: top-1 counting also a first choice where the
+question's gold SQL runs as written (every table and column it names exists there: the schema
+cannot tell the two databases apart for this question; Spider's questions were written for a
+known database, and "What are the names of all departments?" fits several); then the model
+fitted on every question, as ``routing.py`` holds it.
 """
 
 from __future__ import annotations
@@ -31,6 +35,10 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+import yaml
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from heldout import parse_bench
 from ranking_fit import fit_logistic, load_questions
@@ -61,7 +69,8 @@ def collect(bench: str, dataset: Path, work: Path, count: int, route_k: int | No
                 [RetrievalRequest(question=q["question"], evidence=q.get("evidence") or None) for q in chunk], count)
             for q, cand in zip(chunk, found, strict=True):
                 out.append({"db": q["db"], "bench": bench, "wording": q["wording"], "gold": q["datasource"],
-                            "names": cand.names, "x": cand.features})
+                            "names": cand.names, "x": cand.features, "sql": q.get("gold_sql"),
+                            "work": str(work.absolute())})
             print(f"{bench}: {min(start + BATCH, len(questions))}/{len(questions)}", file=sys.stderr, end="\r")
     print(file=sys.stderr)
     return out
@@ -76,19 +85,59 @@ def ranks(record: dict[str, object], scores: np.ndarray) -> int | None:
     return [names[i] for i in order].index(record["gold"])  # type: ignore[index]
 
 
-def summarize(records: list[dict[str, object]], score) -> dict[str, dict[str, float]]:  # type: ignore[no-untyped-def]
-    """Top-1 / top-5 per benchmark and wording, with ``score(record) -> scores per candidate``."""
-    acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
+class SameSql:
+    """Whether a question's gold SQL runs as written on another database of its benchmark
+    (``EXPLAIN``: every table and column it names exists there), from the work folder's
+    ``datasources.yaml``; one engine per database, kept."""
+
+    def __init__(self) -> None:
+        self.urls: dict[str, dict[str, str]] = {}
+        self.engines: dict[tuple[str, str], Engine] = {}
+
+    def runs(self, record: dict[str, object], db: str) -> bool:
+        work, sql = record.get("work"), record.get("sql")
+        if not work or not sql:  # candidates saved before this was recorded
+            return False
+        if work not in self.urls:
+            spec = yaml.safe_load((Path(str(work)) / "datasources.yaml").read_text(encoding="utf-8"))
+            self.urls[str(work)] = {str(d["id"]): str(d["url"]) for d in spec["datasources"]}
+        key = (str(work), db)
+        if key not in self.engines:
+            self.engines[key] = create_engine(self.urls[str(work)][db])
+        try:
+            with self.engines[key].connect() as conn:
+                conn.execute(text(f"EXPLAIN {sql}")).fetchall()
+        except SQLAlchemyError:
+            return False
+        return True
+
+
+def summarize(records: list[dict[str, object]], score,  # type: ignore[no-untyped-def]
+              same_sql: SameSql | None = None) -> dict[str, dict[str, float]]:
+    """Top-1 / top-5 per benchmark and wording, with ``score(record) -> scores per candidate``;
+    with ``same_sql`` also ``top1_or_same_sql`` (see the module docstring)."""
+    acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0.0])
     for r in records:
-        rank = ranks(r, score(r))
+        scores = score(r)
+        rank = ranks(r, scores)
+        same = False
+        if same_sql is not None and rank != 0 and len(r["names"]):  # type: ignore[arg-type]
+            names = list(r["names"])  # type: ignore[call-overload]
+            first = min(range(len(names)), key=lambda i: (-scores[i], names[i]))
+            same = same_sql.runs(r, names[first])
         for key in (f"{r['bench']}/{r['wording']}", "all"):
             a = acc[key]
             a[0] += 1
             a[1] += rank == 0
             a[2] += rank is not None and rank < 5
             a[3] += rank is not None
-    return {k: {"questions": int(a[0]), "top1": round(a[1] / a[0], 4), "top5": round(a[2] / a[0], 4),
-                "among_candidates": round(a[3] / a[0], 4)} for k, a in sorted(acc.items())}
+            a[4] += rank == 0 or same
+    out = {k: {"questions": int(a[0]), "top1": round(a[1] / a[0], 4), "top5": round(a[2] / a[0], 4),
+               "among_candidates": round(a[3] / a[0], 4)} for k, a in sorted(acc.items())}
+    if same_sql is not None:
+        for k, a in acc.items():
+            out[k]["top1_or_same_sql"] = round(a[4] / a[0], 4)
+    return out
 
 
 def fit_softmax(groups: list[tuple[np.ndarray, int]], nonneg: list[bool], c: float = 1.0, iters: int = 3000,
@@ -189,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         "candidates": args.candidates, "loss": args.loss, "folds": args.folds, "questions": len(records),
         "databases": len(dbs),
         "collect_s": round(collected, 1),
-        "held_out": summarize(records, lambda r: held[id(r)]),
+        "held_out": summarize(records, lambda r: held[id(r)], SameSql()),
         "hand_weights_same_candidates": summarize(records, lambda r: r["x"] @ hand),
         "in_sample_final": summarize(records, lambda r: r["x"] @ w + b),
         "weights": dict(zip(ROUTE_FEATURES, (round(float(v), 4) for v in w), strict=True)),
