@@ -183,6 +183,46 @@ def fit_softmax(groups: list[tuple[np.ndarray, int]], nonneg: list[bool], c: flo
     return w, float(bias)
 
 
+def held_out_routing(records: list[dict[str, object]], folds: int = 5, iters: int = 3000,
+                     loss: str = "softmax") -> dict[str, object]:
+    """Routing held out by database-grouped folds over collected candidates (:func:`collect`), the
+    hand-set weights on the same candidates, and the model fitted on every record (``model``:
+    weights and bias, ``weights`` by feature name)."""
+    from nl2sql_assets.retrieval.routing import ROUTE_FEATURES
+
+    dbs = sorted({str(r["db"]) for r in records})
+    random.Random(11).shuffle(dbs)
+    fold_of = {db: i % folds for i, db in enumerate(dbs)}
+    nonneg = [name not in FREE for name in ROUTE_FEATURES]
+
+    def fit(part: list[dict[str, object]]) -> tuple[np.ndarray, float]:
+        if loss == "binary":
+            x = np.vstack([r["x"] for r in part if len(r["names"])])  # type: ignore[arg-type]
+            y = np.concatenate([[float(name == r["gold"]) for name in r["names"]]  # type: ignore[attr-defined]
+                                for r in part])
+            return fit_logistic(x, y, nonneg, iters=iters)
+        groups = [(r["x"], list(r["names"]).index(r["gold"])) for r in part  # type: ignore[call-overload]
+                  if r["gold"] in r["names"] and len(r["names"]) > 1]  # type: ignore[operator, arg-type]
+        return fit_softmax(groups, nonneg, iters=iters)
+
+    held: dict[int, np.ndarray] = {}
+    for k in range(folds):
+        w, b = fit([r for r in records if fold_of[str(r["db"])] != k])
+        for r in records:
+            if fold_of[str(r["db"])] == k:
+                held[id(r)] = r["x"] @ w + b  # type: ignore[operator]
+    hand = np.array([HAND.get(f, 0.0) for f in ROUTE_FEATURES])
+    w, b = fit(records)
+    return {
+        "databases": len(dbs),
+        "held_out": summarize(records, lambda r: held[id(r)], SameSql()),
+        "hand_weights_same_candidates": summarize(records, lambda r: r["x"] @ hand),
+        "in_sample_final": summarize(records, lambda r: r["x"] @ w + b),
+        "weights": dict(zip(ROUTE_FEATURES, (round(float(v), 4) for v in w), strict=True)),
+        "model": (w, b),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bench", type=parse_bench, action="append", default=[],
@@ -199,8 +239,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load", type=Path, default=None, help="fit on candidates saved by --save")
     args = parser.parse_args(argv)
 
-    from nl2sql_assets.retrieval.routing import ROUTE_FEATURES
-
     started = time.perf_counter()
     if args.load is not None:
         records = pickle.loads(args.load.read_bytes())
@@ -210,39 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.save is not None:
         args.save.write_bytes(pickle.dumps(records))
     collected = time.perf_counter() - started
-    dbs = sorted({str(r["db"]) for r in records})
-    random.Random(11).shuffle(dbs)
-    fold_of = {db: i % args.folds for i, db in enumerate(dbs)}
-    nonneg = [name not in FREE for name in ROUTE_FEATURES]
-
-    def fit(part: list[dict[str, object]]) -> tuple[np.ndarray, float]:
-        if args.loss == "binary":
-            x = np.vstack([r["x"] for r in part if len(r["names"])])  # type: ignore[arg-type]
-            y = np.concatenate([[float(name == r["gold"]) for name in r["names"]]  # type: ignore[attr-defined]
-                                for r in part])
-            return fit_logistic(x, y, nonneg, iters=args.iters)
-        groups = [(r["x"], list(r["names"]).index(r["gold"])) for r in part  # type: ignore[call-overload]
-                  if r["gold"] in r["names"] and len(r["names"]) > 1]  # type: ignore[operator, arg-type]
-        return fit_softmax(groups, nonneg, iters=args.iters)
-
-    held: dict[int, np.ndarray] = {}
-    for k in range(args.folds):
-        train = [r for r in records if fold_of[str(r["db"])] != k]
-        w, b = fit(train)
-        for r in records:
-            if fold_of[str(r["db"])] == k:
-                held[id(r)] = r["x"] @ w + b  # type: ignore[operator]
-    hand = np.array([HAND.get(f, 0.0) for f in ROUTE_FEATURES])
-    w, b = fit(records)
-    out = {
-        "candidates": args.candidates, "loss": args.loss, "folds": args.folds, "questions": len(records),
-        "databases": len(dbs),
-        "collect_s": round(collected, 1),
-        "held_out": summarize(records, lambda r: held[id(r)], SameSql()),
-        "hand_weights_same_candidates": summarize(records, lambda r: r["x"] @ hand),
-        "in_sample_final": summarize(records, lambda r: r["x"] @ w + b),
-        "weights": dict(zip(ROUTE_FEATURES, (round(float(v), 4) for v in w), strict=True)),
-    }
+    out = {"candidates": args.candidates, "loss": args.loss, "folds": args.folds, "questions": len(records),
+           "collect_s": round(collected, 1), **held_out_routing(records, args.folds, args.iters, args.loss)}
+    w, b = out.pop("model")  # type: ignore[misc]
     print(json.dumps(out, indent=2))
     print(f"ROUTE_MODEL = LinearModel(weights=({', '.join(f'{v:.4f}' for v in w)},), bias={b:.4f})")
     return 0

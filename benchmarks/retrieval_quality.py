@@ -7,14 +7,17 @@ Usage::
     python benchmarks/retrieval_quality.py --gold benchmarks/gold/demo_questions.jsonl [--work DIR]
     python benchmarks/retrieval_quality.py --dataset ../shared/bench/spider-train --work /tmp/h14a_spider \\
         --heldout-bench bird=../shared/bench/bird:/tmp/h14a_bird \\
-        --heldout-bench spider=../shared/bench/spider-train:/tmp/h14a_spider
+        --heldout-bench spider=../shared/bench/spider-train:/tmp/h14a_spider --warehouse /tmp/h14a_warehouse
 
 ``--dataset`` accepts any folder in BIRD's layout (Spider-train too: its ``wording`` field splits
 the figures into ``per_wording``). The live figures use the product's shipped weights, which were
-fitted on these benchmarks (routing's model too): only latency is free of the fit there; the
-held-out routing figures come from ``fit_routing.py``. ``--heldout-bench`` adds the held-out table and column figures
-(``heldout.py``: the ranking stages refitted per database-grouped fold, per benchmark and wording,
-the recall/size curve and the plain dense top-k baseline).
+fitted on these benchmarks (routing's model too): only latency is free of the fit there.
+``--heldout-bench`` adds the held-out table and column figures (``heldout.py``: the ranking stages
+refitted per database-grouped fold, per benchmark and wording, the recall/size curve and the plain
+dense top-k baselines) and routing held out (``fit_routing.py``: each benchmark's databases indexed
+together, the routing model refitted per fold); ``--warehouse DIR`` the generated warehouse
+without declared keys (``warehouse_joins.py``: questions needing 4 to 6 tables; no fit ever saw
+it).
 
 BIRD mode builds the SQLite files with the dataset's ``make_sqlite.py`` into the work folder,
 writes a datasources file (one datasource per ``db_id``; BIRD's column descriptions passed as
@@ -165,6 +168,39 @@ def _held_out(specs: list[str], folds: int) -> dict[str, object]:
     return heldout.report(rows)
 
 
+def _held_out_routing(specs: list[str], folds: int) -> dict[str, object]:
+    """Routing held out (``fit_routing.py``: each benchmark's databases indexed together, the routing
+    model refitted per database-grouped fold) over the given indexed benchmarks."""
+    import fit_routing
+    import heldout
+
+    from nl2sql_assets.retrieval.models import RetrieverConfig
+
+    saved = dict(os.environ)
+    try:
+        records = [r for name, dataset, work in (heldout.parse_bench(s) for s in specs)
+                   for r in fit_routing.collect(name, dataset, work, RetrieverConfig().route_candidates)]
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    out = fit_routing.held_out_routing(records, folds)
+    return {"questions": len(records), "databases": out["databases"], "held_out": out["held_out"],
+            "hand_weights_same_candidates": out["hand_weights_same_candidates"]}
+
+
+def _warehouse(work: Path) -> dict[str, object]:
+    """The generated warehouse of ``warehouse_joins.py`` (built afresh in ``work``): never fitted on."""
+    import warehouse_joins
+
+    saved = dict(os.environ)
+    os.environ.pop("NL2SQL_DATASOURCES", None)
+    try:
+        return warehouse_joins.run(work)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
@@ -187,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also report held-out figures (heldout.py: database-grouped folds) over these "
                              "indexed benchmarks (repeatable)")
     parser.add_argument("--folds", type=int, default=5, help="folds for --heldout-bench")
+    parser.add_argument("--warehouse", type=Path, default=None, metavar="DIR",
+                        help="also report the generated warehouse (warehouse_joins.py), built afresh in DIR")
     args = parser.parse_args(argv)
 
     work = args.work.absolute()
@@ -281,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
         out["per_datasource"] = per_db
     if args.heldout_bench:
         out["held_out"] = _held_out(args.heldout_bench, args.folds)
+        out["held_out_routing"] = _held_out_routing(args.heldout_bench, args.folds)
+    if args.warehouse:
+        out["warehouse"] = _warehouse(args.warehouse)
     print(json.dumps(out, indent=2))
     return 0
 

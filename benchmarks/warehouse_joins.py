@@ -124,12 +124,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tables", type=int, nargs="*", default=[5, 8, 12, 20],
                         help="max_tables values measured besides the default configuration")
     args = parser.parse_args(argv)
+    print(json.dumps(run(args.work, args.engine, args.max_tables), indent=2))
+    return 0
 
-    work = args.work.absolute()
+
+def run(work: Path, engine: str = "sqlite", max_tables: list[int] | None = None) -> dict[str, object]:
+    """Build the warehouse afresh in ``work``, index it and measure (the JSON :func:`main` prints)."""
+    max_tables = [5, 8, 12, 20] if max_tables is None else max_tables
+    work = work.absolute()
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
-    path = build_warehouse(work / f"warehouse.{args.engine}", args.engine)
+    path = build_warehouse(work / f"warehouse.{engine}", engine)
     os.environ["NL2SQL_HOME"] = str(work / "home")
     from nl2sql_assets.config import DatasourceConfig, Settings
     from nl2sql_assets.pipeline.index import index_datasource
@@ -137,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     from nl2sql_assets.retrieval.retriever import SchemaRetriever
 
     settings = Settings.from_env()
-    config = DatasourceConfig(id=DATASOURCE, url=f"{args.engine}:///{path}")
+    config = DatasourceConfig(id=DATASOURCE, url=f"{engine}:///{path}")
     with SchemaRetriever.from_settings(settings) as retriever:
         started = time.perf_counter()
         index_datasource(config, retriever.schema_store, retriever.vector_store)
@@ -145,16 +151,16 @@ def main(argv: list[str] | None = None) -> int:
         snapshot = retriever.schema_store.get_latest(DATASOURCE)
         default = RetrieverConfig()
         configs = {"default": default}
-        configs.update({f"max_tables_{m}": default.model_copy(update={"max_tables": m}) for m in args.max_tables})
+        configs.update({f"max_tables_{m}": default.model_copy(update={"max_tables": m}) for m in max_tables})
         if "recall_target" in RetrieverConfig.model_fields:  # the fixed cut-off, for comparison
             configs.update({f"fixed_threshold_max_tables_{m}": default.model_copy(
-                update={"recall_target": None, "max_tables": m}) for m in (5, *args.max_tables)})
+                update={"recall_target": None, "max_tables": m}) for m in (5, *max_tables)})
         retrieval = {name: _retrieval(retriever, cfg) for name, cfg in configs.items()}
         report = {
             "tables": len(snapshot.tables), "columns": snapshot.column_count, "questions": len(QUESTIONS),
             "avg_gold_tables": round(sum(len(q["tables"]) for q in QUESTIONS)  # type: ignore[arg-type]
                                      / len(QUESTIONS), 2),
-            "engine": args.engine, "index_seconds": round(index_s, 1),
+            "engine": engine, "index_seconds": round(index_s, 1),
             "default_config": {k: v for k, v in default.model_dump().items()
                                if k in ("max_tables", "table_threshold", "recall_target")},
             "first_question_relationships": len(retriever.retrieve(
@@ -163,8 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             "retrieval": retrieval,
             "dense_top_k": _dense_top_k(snapshot, retriever.embeddings, [5, 12, 20]),
         }
-    print(json.dumps(report, indent=2))
-    return 0
+    return report
 
 
 if __name__ == "__main__":
