@@ -45,6 +45,8 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -168,6 +170,17 @@ def _held_out(specs: list[str], folds: int) -> dict[str, object]:
     return heldout.report(rows)
 
 
+@contextmanager
+def _environment_kept() -> Iterator[None]:
+    """The process environment as it was, after a step that points ``NL2SQL_HOME`` elsewhere."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def _held_out_routing(specs: list[str], folds: int) -> dict[str, object]:
     """Routing held out (``fit_routing.py``: each benchmark's databases indexed together, the routing
     model refitted per database-grouped fold) over the given indexed benchmarks."""
@@ -176,13 +189,9 @@ def _held_out_routing(specs: list[str], folds: int) -> dict[str, object]:
 
     from nl2sql_assets.retrieval.models import RetrieverConfig
 
-    saved = dict(os.environ)
-    try:
+    with _environment_kept():  # collect points NL2SQL_HOME at each benchmark's work folder
         records = [r for name, dataset, work in (heldout.parse_bench(s) for s in specs)
                    for r in fit_routing.collect(name, dataset, work, RetrieverConfig().route_candidates)]
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
     out = fit_routing.held_out_routing(records, folds)
     return {"questions": len(records), "databases": out["databases"], "held_out": out["held_out"],
             "hand_weights_same_candidates": out["hand_weights_same_candidates"]}
@@ -192,13 +201,9 @@ def _warehouse(work: Path) -> dict[str, object]:
     """The generated warehouse of ``warehouse_joins.py`` (built afresh in ``work``): never fitted on."""
     import warehouse_joins
 
-    saved = dict(os.environ)
-    os.environ.pop("NL2SQL_DATASOURCES", None)
-    try:
+    with _environment_kept():  # the warehouse gets its own home; the benchmark's datasources file is not its
+        os.environ.pop("NL2SQL_DATASOURCES", None)
         return warehouse_joins.run(work)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 def main(argv: list[str] | None = None) -> int:
