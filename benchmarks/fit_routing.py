@@ -111,6 +111,11 @@ class SameSql:
             return False
         return True
 
+    def close(self) -> None:
+        for engine in self.engines.values():
+            engine.dispose()
+        self.engines.clear()
+
 
 def summarize(records: list[dict[str, object]], score,  # type: ignore[no-untyped-def]
               same_sql: SameSql | None = None) -> dict[str, dict[str, float]]:
@@ -213,9 +218,14 @@ def held_out_routing(records: list[dict[str, object]], folds: int = 5, iters: in
                 held[id(r)] = r["x"] @ w + b  # type: ignore[operator]
     hand = np.array([HAND.get(f, 0.0) for f in ROUTE_FEATURES])
     w, b = fit(records)
+    same_sql = SameSql()
+    try:
+        held_out = summarize(records, lambda r: held[id(r)], same_sql)
+    finally:
+        same_sql.close()
     return {
         "databases": len(dbs),
-        "held_out": summarize(records, lambda r: held[id(r)], SameSql()),
+        "held_out": held_out,
         "hand_weights_same_candidates": summarize(records, lambda r: r["x"] @ hand),
         "in_sample_final": summarize(records, lambda r: r["x"] @ w + b),
         "weights": dict(zip(ROUTE_FEATURES, (round(float(v), 4) for v in w), strict=True)),
