@@ -11,8 +11,12 @@ weights of evidence features constrained to be >= 0, so more evidence never lowe
 the within-table network (``ranking_fit.fit_mlp``), each stage on out-of-fold outputs of the
 stages before it, on at most ``--max-train`` questions drawn at random; prints the logistic ones
 as Python, as ``ranking.py`` holds them, and writes the network to ``--within-out``
-(``nl2sql_assets/retrieval/within_model.json``, which ``ranking.py`` loads). How well they carry
-over to databases never seen is ``heldout.py``'s job (the same fit per database-grouped fold).
+(``nl2sql_assets/retrieval/within_model.json``, which ``ranking.py`` loads). First it fits the
+query adapter on every question (``ranking_fit.fit_adapter``, written to ``--adapter-out``,
+``nl2sql_assets/retrieval/query_adapter.json``); the stages are fitted on rows whose query texts
+were mapped by adapters fitted without their own database (``ranking_fit.cross_fit_adapters``),
+as a new database's will be. How well they carry over to databases never seen is ``heldout.py``'s
+job (the same fit per database-grouped fold).
 """
 
 from __future__ import annotations
@@ -25,11 +29,13 @@ import sys
 from pathlib import Path
 
 from heldout import load_benchmark, parse_bench
-from ranking_fit import as_retrieved, fit_logistic, pipeline, top_k_with_floor
+from ranking_fit import (ADAPTER_COLUMNS, ADAPTER_L2, ADAPTER_STEPS, ADAPTER_TAU, as_retrieved, cross_fit_adapters,
+                         fit_adapter, fit_logistic, pipeline, top_k_with_floor)
 
 from nl2sql_assets.retrieval.mlp import MLPModel
 
 WITHIN_FILE = Path(__file__).resolve().parent.parent / "nl2sql_assets" / "retrieval" / "within_model.json"
+ADAPTER_FILE = WITHIN_FILE.with_name("query_adapter.json")
 
 __all__ = ["as_retrieved", "fit_logistic", "top_k_with_floor"]  # kept importable from here
 
@@ -42,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iters", type=int, default=2000)
     parser.add_argument("--within-out", type=Path, default=WITHIN_FILE,
                         help="where the within-table network goes (the file ranking.py loads)")
+    parser.add_argument("--adapter-out", type=Path, default=ADAPTER_FILE,
+                        help="where the query adapter goes (the file the retriever loads)")
     args = parser.parse_args(argv)
 
     from nl2sql_assets.config import Settings
@@ -53,6 +61,14 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["NL2SQL_HOME"] = str(work.absolute() / "home")
         embed = embed or build_embedding_service(Settings.from_env())
         rows += load_benchmark(name, dataset, work, embed)
+    key = embed.identity.key  # type: ignore[union-attr]
+    adapter = fit_adapter(rows, key)
+    args.adapter_out.write_text(json.dumps(adapter.to_json(
+        questions=len(rows), databases=len({r["db"] for r in rows}), tau=ADAPTER_TAU, l2=ADAPTER_L2,
+        column_weight=ADAPTER_COLUMNS, steps=ADAPTER_STEPS, benchmarks=[name for name, _, _ in args.bench])) + "\n",
+        encoding="utf-8")
+    print(f"QUERY_ADAPTER: written to {args.adapter_out}")
+    cross_fit_adapters(rows, key)
     train = random.Random(13).sample(rows, args.max_train) if len(rows) > args.max_train else rows
     models = pipeline(train, [], iters=args.iters)
     for name, model in models.items():

@@ -9,7 +9,8 @@ All databases of all benchmarks are split into ``--folds`` database-grouped fold
 databases dealt round-robin, so every fold holds some of each). Per fold the four ranking stages
 (``ranking_fit.pipeline``) are fitted on the other folds' questions (BIRD with its evidence and
 with it blanked, Spider in both wordings; at most ``--max-train`` questions, drawn at random) and
-applied to this fold's. Every figure is then computed over held-out outputs only, per benchmark
+applied to this fold's, with a query adapter (``ranking_fit.fit_adapter``) fitted on the other folds
+too (``--no-query-adapter``: without one). Every figure is then computed over held-out outputs only, per benchmark
 and per wording:
 
 - ``budget``: the shipped defaults (``RetrieverConfig``: the recall targets);
@@ -37,8 +38,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from ranking_fit import (Row, build_rows, load_databases, load_questions, measure, pipeline, plain_dense,
-                         plain_routing)
+from ranking_fit import (Row, build_rows, cross_fit_adapters, fit_adapter, load_databases, load_questions, measure,
+                         pipeline, plain_dense, plain_routing, with_adapter)
 
 from nl2sql_assets.retrieval.mlp import MLPModel
 
@@ -113,18 +114,24 @@ def report(rows: list[Row], table_target: float | None = None, column_target: fl
     return out
 
 
-def run_folds(rows: list[Row], k: int, max_train: int, iters: int) -> None:
-    """Write held-out outputs into every row: fold by fold, fit on the rest, apply to the fold."""
+def run_folds(rows: list[Row], k: int, max_train: int, iters: int, adapter_model: str | None = None) -> None:
+    """Write held-out outputs into every row: fold by fold, fit on the rest, apply to the fold.
+
+    With ``adapter_model`` (the embedding model's key) a query adapter is fitted on the rest too
+    and maps the fold's query texts; the training rows get theirs from adapters fitted without
+    their own databases (``ranking_fit.cross_fit_adapters``), as the shipped fit does."""
     rng = random.Random(13)
     held: dict[int, dict[str, object]] = {}
     for i, fold in enumerate(folds_of(rows, k)):
         test = [r for r in rows if r["db"] in fold]
-        train = [r for r in rows if r["db"] not in fold]
-        if len(train) > max_train:
-            train = rng.sample(train, max_train)
+        rest = [r for r in rows if r["db"] not in fold]
+        train = rng.sample(rest, max_train) if len(rest) > max_train else rest
         t0 = time.perf_counter()
+        if adapter_model is not None:
+            with_adapter(test, fit_adapter(rest, adapter_model))
+            cross_fit_adapters(rest, adapter_model, train)
         pipeline(train, test, iters=iters)
-        held.update({id(r): {key: r[key] for key in ("cl", "tx", "tp", "wp")} for r in test})
+        held.update({id(r): {key: r[key] for key in ("cl", "tx", "tp", "wp", "cx")} for r in test})
         print(f"fold {i + 1}/{k}: {len(fold)} databases, {len(test)} held-out questions, "
               f"fitted on {len(train)} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     for r in rows:
@@ -154,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="reuse saved held-out outputs instead of fitting (same benchmarks, same order)")
     parser.add_argument("--no-word-meaning", action="store_true",
                         help="word-meaning features at zero (the ablation: what they add)")
+    parser.add_argument("--no-query-adapter", action="store_true",
+                        help="query texts unmapped (the ablation: what the query adapter adds)")
     parser.add_argument("--weights", action="store_true",
                         help="then fit on all databases (at most --max-train questions) and print the weights "
                              "as ranking.py holds them (what fit_ranking_weights.py prints)")
@@ -170,13 +179,14 @@ def main(argv: list[str] | None = None) -> int:
         embed = embed or build_embedding_service(Settings.from_env())
         rows += load_benchmark(name, dataset, work, embed, not args.no_word_meaning)
         print(f"{name}: {len(rows)} rows so far ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
-    keys = ("cl", "tx", "tp", "wp")
+    keys = ("cl", "tx", "tp", "wp", "cx")
     if args.load:
         saved = np.load(args.load, allow_pickle=True)
         for i, r in enumerate(rows):
             r.update({k: saved[f"{k}{i}"] for k in keys})
     else:
-        run_folds(rows, args.folds, args.max_train, args.iters)
+        run_folds(rows, args.folds, args.max_train, args.iters,
+                  None if args.no_query_adapter else embed.identity.key)  # type: ignore[union-attr]
     if args.save:
         np.savez(args.save, **{f"{k}{i}": r[k] for i, r in enumerate(rows) for k in keys})
     out = {"folds": args.folds, "max_train": args.max_train, "questions": len(rows),
@@ -186,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_text(text, encoding="utf-8")
     print(text)
     if args.weights:
+        if not args.no_query_adapter:
+            cross_fit_adapters(rows, embed.identity.key)  # type: ignore[union-attr]
         train = random.Random(13).sample(rows, args.max_train) if len(rows) > args.max_train else rows
         for name, model in pipeline(train, [], iters=args.iters).items():
             if isinstance(model, MLPModel):  # the within-table network: fit_ranking_weights.py writes it

@@ -136,11 +136,14 @@ class RetrieverConfig(_Frozen):
         word_meaning: match the question's words to the schema's words by meaning, one word at a
             time ("vocalists" for ``singer``): each schema word is embedded once per version, on
             the first question. False leaves those features at zero (the weights were fitted with them).
+        query_adapter: map the query texts' vectors with the shipped query adapter
+            (:mod:`~nl2sql_assets.retrieval.query_adapter`) when the embedding model is the one it
+            was fitted for; the ranking weights were fitted with it.
         cache_size: (datasource, version) indexes kept in memory.
     """
 
     recall_target: float | None = Field(default=0.8, gt=0.0, lt=1.0)
-    column_recall_target: float | None = Field(default=0.75, gt=0.0, lt=1.0)
+    column_recall_target: float | None = Field(default=0.8, gt=0.0, lt=1.0)
     table_threshold: float = Field(default=0.0768, ge=0.0, le=1.0)
     max_tables: int = Field(default=8, ge=1)
     column_cost: float = Field(default=2.99, ge=0.0)
@@ -153,4 +156,5 @@ class RetrieverConfig(_Frozen):
     route_k: int = Field(default=40, ge=1)
     infer_joins: bool = True
     word_meaning: bool = True
+    query_adapter: bool = True
     cache_size: int = Field(default=256, ge=1)

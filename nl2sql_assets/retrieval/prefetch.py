@@ -34,7 +34,7 @@ def prefetch_routes(queries: list[Query], live: LiveVersions, *, schema_store: S
         if not visible:
             continue
         where = SearchFilter(tenant_id=tenant, datasource_ids=visible, chunk_types=ROUTE_CHUNKS)
-        vectors = [v for q in group for v in q.vectors[: q.n_segments]]  # type: ignore[index]
+        vectors = [v for q in group for v in q.route_vectors]  # type: ignore[union-attr]
         outcome = search.search(vectors, config.route_k, where, group)
         start = 0
         for q in group:

@@ -28,6 +28,7 @@ from nl2sql_assets.indexing.embeddings import Embeddings
 from nl2sql_assets.indexing.models import ChunkScore, SearchHit
 from nl2sql_assets.retrieval.lexical import QueryTerms, build_query_terms, evidence_clauses
 from nl2sql_assets.retrieval.models import RetrievalRequest
+from nl2sql_assets.retrieval.query_adapter import QueryAdapter
 from nl2sql_assets.retrieval.word_similarity import WordVectorCache, question_words
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,8 @@ class Query:
     """One request on its way through the stages.
 
     ``texts`` are the segments (the first ``n_segments``) then the entities; ``vectors`` holds
-    one row per text. ``words`` are the question's words matched one by one against the schema's
+    one row per text (the segments' mapped by the query adapter), ``route_vectors`` the segments'
+    unmapped rows, which routing searches with. ``words`` are the question's words matched one by one against the schema's
     (:mod:`~nl2sql_assets.retrieval.word_similarity`); ``word_vectors`` one row per word (None
     when word meaning is off). ``route_hits`` and ``schema_hits`` are the batched searches'
     answers (an exception when the vector store failed; None when nothing was prefetched).
@@ -56,6 +58,7 @@ class Query:
     n_segments: int
     words: list[str] = field(default_factory=list)
     vectors: np.ndarray | None = None
+    route_vectors: np.ndarray | None = None
     word_vectors: np.ndarray | None = None
     route_hits: list[list[SearchHit]] | Exception | None = None
     schema_hits: list[list[ChunkScore]] | Exception | None = None
@@ -135,9 +138,13 @@ def build_semantic_query(request: RetrievalRequest) -> Query:
                  words=question_words(terms), warnings=warnings)
 
 
-def embed_queries(queries: list[Query], embeddings: Embeddings, words: WordVectorCache | None = None) -> None:
+def embed_queries(queries: list[Query], embeddings: Embeddings, words: WordVectorCache | None = None,
+                  adapter: QueryAdapter | None = None) -> None:
     """Embed every distinct text of the batch, and each word ``words`` does not hold, in one call;
-    each query gets its rows. Without ``words`` the queries' words are not embedded."""
+    each query gets its rows. Without ``words`` the queries' words are not embedded. ``adapter``
+    maps the segments' rows of ``vectors`` (what a datasource's schema is searched with), not the
+    entities' or the words'; routing searches with the unmapped ``route_vectors``: the map was fitted
+    to tell a database's own chunks apart, and held out it routed worse (Spider top-5 94.8% -> 92.9%)."""
     t0 = perf_counter()
     known, missing = words.lookup([w for q in queries for w in q.words]) if words is not None else ({}, [])
     texts = list(dict.fromkeys([*(t for q in queries for t in q.texts), *missing]))
@@ -148,6 +155,9 @@ def embed_queries(queries: list[Query], embeddings: Embeddings, words: WordVecto
     per_question = (perf_counter() - t0) * 1000 / max(1, len(queries))
     for q in queries:
         q.vectors = vectors[[where[t] for t in q.texts]]
+        q.route_vectors = q.vectors[:q.n_segments].copy()
+        if adapter is not None:
+            q.vectors[:q.n_segments] = adapter.apply(q.vectors[:q.n_segments])
         if words is None:
             q.word_vectors = None
         elif q.words:

@@ -94,14 +94,14 @@ VALUE_HIT_WEIGHT = 3.0  # by hand: see the module docstring
 
 # Fitted weights (logistic regression, L2, C=1, out-of-fold stacking), as printed by
 # benchmarks/fit_ranking_weights.py (or heldout.py --weights) on BIRD dev + Spider train.
-COLUMN_MODEL = LinearModel(weights=(0.0000, 2.8025, 2.9226, 0.0000, 0.0840, 0.0000, 0.9085, 0.9776, 4.2779, 1.1387, 1.8871, 0.0000, 1.2594, 0.7158, 0.9575, 0.0617, 0.0000, 0.8725, 0.0000, 10.6905, 2.8412, 1.1998,), bias=-5.1993)
-TABLE_MODEL = LinearModel(weights=(0.0000, 0.0000, 0.0000, 0.0924, 0.6307, 0.0000, 0.4390, 0.0000, 3.3816, 0.0035, 35.7372, 0.6097, 0.6704, 0.0000, 0.3784, 0.0048, 0.0971, 0.0000, 0.0000, 0.1834, -0.2996, 0.0619, 0.1716, 5.2728, 2.2225, 2.5475, 0.0000, 0.0000,), bias=-3.3199)
-CONTEXT_MODEL = LinearModel(weights=(0.0000, 1.3972, 3.1586, 0.8313, -0.0580, 1.2314, 0.0000, 0.6468, 8.7633, 0.0000, 0.0000, 0.0000, 0.1061, 0.1372, 0.0000, 0.2758, 0.0000, 1.4646, 0.0004, 42.2558, 0.4201, 0.2794, 0.0000, 0.3151, 0.0235, 0.1892, 0.0000, 0.0000, 0.0623, -0.2326, -0.0928, 0.0836, 6.0406, 1.5821, 1.4076, 0.0000, 0.0000,), bias=-3.3732)
+COLUMN_MODEL = LinearModel(weights=(0.0000, 4.6167, 2.9518, 0.0000, 0.4053, 0.0000, 0.7441, 1.1763, 4.3015, 1.2808, 1.7722, 0.0000, 1.3335, 0.6510, 1.0533, 0.0000, 0.0000, 0.7220, 0.0000, 8.3102, 2.0761, 0.8862,), bias=-5.2337)
+TABLE_MODEL = LinearModel(weights=(0.0000, 1.0603, 0.0000, 0.1487, 0.4916, 0.0000, 0.5474, 0.0000, 3.6538, 0.0040, 39.7511, 0.6190, 0.5130, 0.0948, 0.4981, 0.0940, 0.1451, 0.0000, 0.0000, 0.1418, -0.2341, 0.1017, 0.0355, 4.8047, 1.9137, 2.1944, 0.0000, 0.0000,), bias=-3.2155)
+CONTEXT_MODEL = LinearModel(weights=(0.0000, 1.4972, 3.4372, 0.9093, -0.1157, 1.3516, 0.1933, 0.5555, 7.8910, 0.0521, 0.5099, 0.0000, 0.0946, 0.0000, 0.0000, 0.3582, 0.0000, 1.5825, 0.0000, 46.9166, 0.3583, 0.1599, 0.0369, 0.4399, 0.0915, 0.1379, 0.0000, 0.0000, 0.0494, -0.2521, -0.0574, 0.0000, 5.3875, 1.2666, 1.1025, 0.0000, 0.0000,), bias=-3.2291)
 #: the within-table column model: a small network (:mod:`~nl2sql_assets.retrieval.mlp`), written by
 #: benchmarks/fit_ranking_weights.py next to this module
 WITHIN_MODEL = MLPModel.load(Path(__file__).with_name("within_model.json"), WITHIN_FEATURES)
 # Confidence calibration over confidence.CONFIDENCE_FEATURES, as printed by benchmarks/fit_confidence.py.
-CONFIDENCE_MODEL = LinearModel(weights=(0.9064, 5.8823, 9.4484, -1.2625, 2.4596,), bias=-4.8514)
+CONFIDENCE_MODEL = LinearModel(weights=(0.8645, 8.3585, 11.0488, -1.4799, 3.2269,), bias=-4.8193)
 
 
 @dataclass(frozen=True)

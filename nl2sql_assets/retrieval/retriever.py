@@ -66,6 +66,7 @@ from nl2sql_assets.retrieval.models import (
 )
 from nl2sql_assets.retrieval.prefetch import Target, prefetch_routes, prefetch_schemas
 from nl2sql_assets.retrieval.query import Query, build_semantic_query, embed_queries
+from nl2sql_assets.retrieval.query_adapter import QueryAdapter, shipped_adapter
 from nl2sql_assets.retrieval.routing import DatasourceRouter, RouteCandidates
 from nl2sql_assets.retrieval.schema_cache import CachedSchema, SchemaCache
 from nl2sql_assets.retrieval.vector_search import SCHEMA_CHUNKS, LiveVersions, VectorSearch
@@ -88,14 +89,17 @@ class SchemaRetriever:
         vector_store: the chunk index (``build_vector_store``).
         embeddings: the embedding service the index was built with (``build_embedding_service``).
         config: cut-offs, shortcut and cache size (:class:`RetrieverConfig`).
+        adapter: the query map to use instead of the shipped one (``config.query_adapter`` still
+            decides whether one is used; the benchmarks pass maps fitted without the held-out data).
     """
 
     def __init__(self, schema_store: SchemaStore, vector_store: VectorStore, embeddings: Embeddings, *,
-                 config: RetrieverConfig | None = None) -> None:
+                 config: RetrieverConfig | None = None, adapter: QueryAdapter | None = None) -> None:
         self.schema_store = schema_store
         self.vector_store = vector_store
         self.embeddings = embeddings
         self.config = config or RetrieverConfig()
+        self._adapter = self._query_adapter(adapter)
         self._owned: list[object] = []
         self._kinds = EntityKindScorer(embeddings.embed_queries)
         self._words = WordVectorCache() if self.config.word_meaning else None
@@ -107,13 +111,25 @@ class SchemaRetriever:
 
     # ------------------------------------------------------------------ construction
 
+    def _query_adapter(self, given: QueryAdapter | None) -> QueryAdapter | None:
+        """The query map for this retriever's model, or None (turned off, or fitted for another model)."""
+        if not self.config.query_adapter:
+            return None
+        adapter = given or shipped_adapter()
+        key = self.embeddings.identity.key
+        if not adapter.fits(key):
+            log.info("query adapter not used: it was fitted for %s, the embeddings are %s", adapter.model, key)
+            return None
+        return adapter
+
     @classmethod
-    def from_settings(cls, settings: Settings, *, config: RetrieverConfig | None = None) -> SchemaRetriever:
+    def from_settings(cls, settings: Settings, *, config: RetrieverConfig | None = None,
+                      adapter: QueryAdapter | None = None) -> SchemaRetriever:
         """A retriever over the stores ``settings`` configure; :meth:`close` (or ``with``) releases them."""
         store = build_schema_store(settings)
         embeddings = build_embedding_service(settings)
         vector_store = build_vector_store(settings, embeddings)
-        retriever = cls(store, vector_store, embeddings, config=config)
+        retriever = cls(store, vector_store, embeddings, config=config, adapter=adapter)
         retriever._owned = [vector_store, embeddings, store]
         return retriever
 
@@ -164,7 +180,7 @@ class SchemaRetriever:
         queries = [build_semantic_query(r) for r in requests]
         for q in queries:
             self._check_scope(q.request)
-        embed_queries(queries, self.embeddings, self._words)
+        embed_queries(queries, self.embeddings, self._words, self._adapter)
         t0 = perf_counter()
         live = self._route_search(queries)
         targets = [self._target(q, live) for q in queries]
@@ -185,7 +201,7 @@ class SchemaRetriever:
         queries = [build_semantic_query(r) for r in requests]
         for q in queries:
             self._check_scope(q.request)
-        embed_queries(queries, self.embeddings, self._words)
+        embed_queries(queries, self.embeddings, self._words, self._adapter)
         live = self._route_search(queries)
         out = []
         for q in queries:

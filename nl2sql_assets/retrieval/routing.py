@@ -106,7 +106,7 @@ class DatasourceRouter:
             if outcome is None:
                 where = SearchFilter(tenant_id=tenant, datasource_ids=[d for d in visible if d in versions],
                                      chunk_types=ROUTE_CHUNKS)
-                vectors = list(q.vectors[: q.n_segments])  # type: ignore[index]
+                vectors = list(q.route_vectors)  # type: ignore[arg-type]
                 outcome = self.search.search(vectors, self.config.route_k, where, [q])
             hits: list[list[SearchHit]] = []
             if isinstance(outcome, EmbeddingDimensionMismatchError):

@@ -127,7 +127,8 @@ def test_a_huge_line_is_bounded_in_time_and_memory(demo_env: Settings, tmp_path:
     assert measured["seconds"] < 20 and measured["rss_mb"] < 1536, measured
     results = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["id"] for r in results] == ["q1", "huge", "q2"]
-    assert results[0]["warnings"] == [] and results[2]["warnings"] == []
+    for good in (results[0], results[2]):  # the huge line's caps do not spill over to its neighbours
+        assert good["tables"] and not any("only the first" in w or "characters" in w for w in good["warnings"]), good
     assert results[1]["datasource"] == "commerce" and results[1]["tables"]
     assert any(f"only the first {MAX_QUERY_TEXTS} are used" in w for w in results[1]["warnings"])
 

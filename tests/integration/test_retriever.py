@@ -222,13 +222,15 @@ def test_a_place_brings_the_table_of_places(tmp_path: Path, model_provider: obje
         world.add(club_snapshot())
         # since the word-meaning fit the default budget stops at member and attendance here (member
         # alone is likelier); the signal is checked as for people: zip_code is far likelier with a
-        # place than without one, and a higher target brings it
-        def zip_score(question: str) -> float:
+        # place than without one (odds, as the query adapter already raises it for "hometowns"),
+        # and a higher target brings it
+        def zip_odds(question: str) -> float:
             full = world.retriever(RetrieverConfig(recall_target=0.999)).retrieve(question, datasource="club")
-            return next(t.score for t in full.tables if t.name == "zip_code")
+            score = next(t.score for t in full.tables if t.name == "zip_code")
+            return score / (1 - score)
 
         question = "How many of the members' hometowns are from Maryland?"
-        assert zip_score(question) > 3 * zip_score("How many of the members' hometowns are there?")
+        assert zip_odds(question) > 5 * zip_odds("How many of the members' hometowns are there?")
         result = world.retriever(RetrieverConfig(recall_target=0.9)).retrieve(question, datasource="club")
         names = [t.name for t in result.tables]
         assert names[0] == "member" and "zip_code" in names, names
@@ -255,7 +257,8 @@ def concerts_snapshot() -> SchemaSnapshot:
 def test_questions_in_other_words_find_the_schema_by_word_meaning(tmp_path: Path,
                                                                   model_provider: object) -> None:  # noqa: F811
     """No word of these questions is in the schema: "vocalists" means singer, "venues" stadium.
-    Word meaning (``RetrieverConfig.word_meaning``) is what brings the table and the column."""
+    Word meaning (``RetrieverConfig.word_meaning``) is what brings the column and raises the table
+    (the query adapter alone already finds the singers for "vocalists", less surely)."""
     world = World(tmp_path / "w", model_provider)
     try:
         world.add(concerts_snapshot())
@@ -267,12 +270,13 @@ def test_questions_in_other_words_find_the_schema_by_word_meaning(tmp_path: Path
             return {t.name: (t.score, t.columns) for t in result.tables}
 
         question = "How many vocalists are there?"
-        assert "singer" in ask(question, True) and "singer" not in ask(question, False)
+        with_meaning, without = ask(question, True), ask(question, False)
+        assert next(iter(with_meaning)) == "singer" and with_meaning["singer"][0] > without["singer"][0] + 0.05
         question = "What are the names of the performers older than 40?"
         with_meaning, without = ask(question, True), ask(question, False)
-        assert {"name", "age"} <= set(with_meaning["singer"][1]) and "name" not in without["singer"][1]
+        assert {"name", "age"} <= set(with_meaning["singer"][1])
         question = "Show the names of all venues and how many people they hold."
         with_meaning, without = ask(question, True), ask(question, False)
-        assert next(iter(with_meaning)) == "stadium" and with_meaning["stadium"][0] > without["stadium"][0] + 0.1
+        assert next(iter(with_meaning)) == "stadium" and with_meaning["stadium"][0] > without["stadium"][0] + 0.05
     finally:
         world.close()
