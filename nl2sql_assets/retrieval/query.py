@@ -46,9 +46,9 @@ class Query:
 
     ``texts`` are the segments (the first ``n_segments``) then the entities; ``vectors`` holds
     one row per text (the segments' mapped by the query adapter), ``route_vectors`` the segments'
-    unmapped rows, which routing searches with. ``words`` are the question's words matched one by one against the schema's
-    (:mod:`~nl2sql_assets.retrieval.word_similarity`); ``word_vectors`` one row per word (None
-    when word meaning is off). ``route_hits`` and ``schema_hits`` are the batched searches'
+    unmapped rows, which routing searches with. ``words`` are the question's words matched one by
+    one against the schema's (:mod:`~nl2sql_assets.retrieval.word_similarity`); ``word_vectors``
+    one row per word (None when word meaning is off). ``route_hits`` and ``schema_hits`` are the batched searches'
     answers (an exception when the vector store failed; None when nothing was prefetched).
     """
 
