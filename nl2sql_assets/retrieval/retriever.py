@@ -99,7 +99,9 @@ class SchemaRetriever:
         self.vector_store = vector_store
         self.embeddings = embeddings
         self.config = config or RetrieverConfig()
-        self._adapter = self._query_adapter(adapter)
+        self._adapter_given = adapter
+        self._adapter: QueryAdapter | None = None
+        self._adapter_resolved = False
         self._owned: list[object] = []
         self._kinds = EntityKindScorer(embeddings.embed_queries)
         self._words = WordVectorCache() if self.config.word_meaning else None
@@ -111,16 +113,19 @@ class SchemaRetriever:
 
     # ------------------------------------------------------------------ construction
 
-    def _query_adapter(self, given: QueryAdapter | None) -> QueryAdapter | None:
-        """The query map for this retriever's model, or None (turned off, or fitted for another model)."""
-        if not self.config.query_adapter:
-            return None
-        adapter = given or shipped_adapter()
-        key = self.embeddings.identity.key
-        if not adapter.fits(key):
-            log.info("query adapter not used: it was fitted for %s, the embeddings are %s", adapter.model, key)
-            return None
-        return adapter
+    def _query_adapter(self) -> QueryAdapter | None:
+        """The query map for this retriever's model, or None (turned off, or fitted for another model).
+
+        Resolved on the first question, not at construction: a provider may have to be asked for
+        its model's dimension (OpenAI with a model it does not know), which a retriever that is
+        only built must not do."""
+        if not self._adapter_resolved:
+            adapter = (self._adapter_given or shipped_adapter()) if self.config.query_adapter else None
+            if adapter is not None and not adapter.fits(key := self.embeddings.identity.key):
+                log.info("query adapter not used: it was fitted for %s, the embeddings are %s", adapter.model, key)
+                adapter = None
+            self._adapter, self._adapter_resolved = adapter, True
+        return self._adapter
 
     @classmethod
     def from_settings(cls, settings: Settings, *, config: RetrieverConfig | None = None,
@@ -180,7 +185,7 @@ class SchemaRetriever:
         queries = [build_semantic_query(r) for r in requests]
         for q in queries:
             self._check_scope(q.request)
-        embed_queries(queries, self.embeddings, self._words, self._adapter)
+        embed_queries(queries, self.embeddings, self._words, self._query_adapter())
         t0 = perf_counter()
         live = self._route_search(queries)
         targets = [self._target(q, live) for q in queries]
@@ -201,7 +206,7 @@ class SchemaRetriever:
         queries = [build_semantic_query(r) for r in requests]
         for q in queries:
             self._check_scope(q.request)
-        embed_queries(queries, self.embeddings, self._words, self._adapter)
+        embed_queries(queries, self.embeddings, self._words, self._query_adapter())
         live = self._route_search(queries)
         out = []
         for q in queries:

@@ -256,3 +256,29 @@ def test_a_hanging_endpoint_times_out_per_attempt(fake: FakeOpenAI) -> None:
         embedder.embed(["orders"])
     assert fake.count(EMBEDDINGS) == 2
     assert time.perf_counter() - started < 2.0
+
+
+def test_a_retriever_over_openai_asks_nothing_until_a_question_and_skips_the_query_adapter(
+        endpoint: Endpoint, tmp_path: Path) -> None:
+    """The local model's query adapter does not fit OpenAI vectors; finding that out needs the
+    model's dimension, which an unknown model only tells by answering: not at construction."""
+    from nl2sql_assets.retrieval.models import RetrieverConfig
+    from nl2sql_assets.schema.models import Column, DatasourceInfo, SchemaSnapshot, Table
+    from tests.retrieval_samples import CAPTURED, World
+
+    endpoint.script.dimension = 64
+    embedder, _ = make(endpoint, model="my-gateway-model")
+    world = World(tmp_path / "w", embedder)
+    try:
+        world.add(SchemaSnapshot.create(DatasourceInfo(id="shop", dialect="sqlite"), [
+            Table(name="orders", columns=[Column(name="order_id", type_family="integer"),
+                                          Column(name="amount", type_family="decimal")])], CAPTURED))
+        sent = len(endpoint.script.requests)
+        retriever = world.retriever()
+        assert len(endpoint.script.requests) == sent  # built without a request
+        on = retriever.retrieve("total order amount", datasource="shop")
+        off = world.retriever(RetrieverConfig(query_adapter=False)).retrieve("total order amount", datasource="shop")
+        assert [t.name for t in on.tables] == ["orders"]
+        assert [(t.name, t.score) for t in on.tables] == [(t.name, t.score) for t in off.tables]
+    finally:
+        world.close()
