@@ -90,7 +90,7 @@ class SchemaRetriever:
         embeddings: the embedding service the index was built with (``build_embedding_service``).
         config: cut-offs, shortcut and cache size (:class:`RetrieverConfig`).
         adapter: the query map to use instead of the shipped one (``config.query_adapter`` still
-            decides whether one is used; the benchmarks pass maps fitted without the held-out data).
+            decides whether one is used; a map fitted without some databases, to measure on them).
     """
 
     def __init__(self, schema_store: SchemaStore, vector_store: VectorStore, embeddings: Embeddings, *,
@@ -128,13 +128,12 @@ class SchemaRetriever:
         return self._adapter
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, config: RetrieverConfig | None = None,
-                      adapter: QueryAdapter | None = None) -> SchemaRetriever:
+    def from_settings(cls, settings: Settings, *, config: RetrieverConfig | None = None) -> SchemaRetriever:
         """A retriever over the stores ``settings`` configure; :meth:`close` (or ``with``) releases them."""
         store = build_schema_store(settings)
         embeddings = build_embedding_service(settings)
         vector_store = build_vector_store(settings, embeddings)
-        retriever = cls(store, vector_store, embeddings, config=config, adapter=adapter)
+        retriever = cls(store, vector_store, embeddings, config=config)
         retriever._owned = [vector_store, embeddings, store]
         return retriever
 
