@@ -34,7 +34,12 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
+# one BLAS thread before numpy loads (ranking_fit sets the same, but only when it is imported first):
+# two fits side by side on this 2-core machine otherwise oversubscribe it several times over
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 import yaml
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine

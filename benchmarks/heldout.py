@@ -10,8 +10,9 @@ databases dealt round-robin, so every fold holds some of each). Per fold the fou
 (``ranking_fit.pipeline``) are fitted on the other folds' questions (BIRD with its evidence and
 with it blanked, Spider in both wordings; at most ``--max-train`` questions, drawn at random) and
 applied to this fold's, with a query adapter (``ranking_fit.fit_adapter``) fitted on the other folds
-too (``--no-query-adapter``: without one). Every figure is then computed over held-out outputs only, per benchmark
-and per wording:
+too (``--no-query-adapter``: without one; ``--adapter-cache DIR`` keeps each fitted adapter there, named by the
+rows and settings it was fitted on, and reuses it: the adapters are most of a run's time and do not depend on the
+ranking stages). Every figure is then computed over held-out outputs only, per benchmark and per wording:
 
 - ``budget``: the shipped defaults (``RetrieverConfig``: the recall targets);
 - ``table_curve`` / ``column_curve``: the recall/size curve over several targets;
@@ -37,7 +38,13 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
+# one BLAS thread before numpy loads (ranking_fit sets the same, but only when it is imported first):
+# two fits side by side on this 2-core machine otherwise oversubscribe it several times over
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import ranking_fit
 from ranking_fit import (Row, build_rows, cross_fit_adapters, fit_adapter, load_databases, load_questions, measure,
                          pipeline, plain_dense, plain_routing, with_adapter)
 
@@ -163,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="word-meaning features at zero (the ablation: what they add)")
     parser.add_argument("--no-query-adapter", action="store_true",
                         help="query texts unmapped (the ablation: what the query adapter adds)")
+    parser.add_argument("--adapter-cache", type=Path, default=None,
+                        help="keep fitted query adapters in this folder and reuse them (same rows, same settings)")
     parser.add_argument("--weights", action="store_true",
                         help="then fit on all databases (at most --max-train questions) and print the weights "
                              "as ranking.py holds them (what fit_ranking_weights.py prints)")
@@ -171,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     from nl2sql_assets.config import Settings
     from nl2sql_assets.indexing.embeddings import build_embedding_service
 
+    ranking_fit.ADAPTER_CACHE = args.adapter_cache
     t0 = time.perf_counter()
     rows: list[Row] = []
     embed = None

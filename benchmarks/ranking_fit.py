@@ -13,6 +13,7 @@ its own database and of every database of its benchmark (routing).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -208,10 +209,45 @@ def _dense_k() -> int:
 ADAPTER_TAU, ADAPTER_L2, ADAPTER_COLUMNS, ADAPTER_STEPS, ADAPTER_LR = 0.05, 1e-3, 0.5, 150, 0.01
 
 
+#: a folder where fitted adapters are kept by what they were fitted on (``heldout.py --adapter-cache``):
+#: the fit depends only on its rows and settings, and it is most of a held-out run's time
+ADAPTER_CACHE: Path | None = None
+
+
 def fit_adapter(rows: list[Row], model: str, steps: int = ADAPTER_STEPS) -> QueryAdapter:
     """The query map (``query_adapter.QueryAdapter``) that makes each query text's softmax over its
     database's table chunks, and over its column chunks, put its mass on the question's gold ones
-    (the log of the gold chunks' total probability; L2 toward no change; full-batch Adam)."""
+    (the log of the gold chunks' total probability; L2 toward no change; full-batch Adam); from
+    :data:`ADAPTER_CACHE` when one fitted on the same rows with the same settings is kept there."""
+    if ADAPTER_CACHE is None:
+        return _fit_adapter(rows, model, steps)
+    path = ADAPTER_CACHE / f"adapter-{_adapter_key(rows, model, steps)}.npy"
+    if path.is_file():
+        return QueryAdapter(model=model, delta=np.load(path))
+    adapter = _fit_adapter(rows, model, steps)
+    ADAPTER_CACHE.mkdir(parents=True, exist_ok=True)
+    np.save(path, adapter.delta)
+    return adapter
+
+
+def _adapter_key(rows: list[Row], model: str, steps: int) -> str:
+    """A digest of everything an adapter fit reads: the settings, each row's query vectors and gold
+    labels, and its database's chunk vectors (a change of chunk texts is a new key)."""
+    digest = hashlib.sha256(json.dumps([model, steps, ADAPTER_TAU, ADAPTER_L2, ADAPTER_COLUMNS,
+                                        ADAPTER_LR]).encode())
+    seen: set[str] = set()
+    for r in sorted(rows, key=lambda r: (str(r["db"]), str(r["wording"]), str(r["terms"].segments))):  # type: ignore[union-attr]
+        digest.update(str(r["db"]).encode())
+        if r["db"] not in seen:
+            seen.add(str(r["db"]))
+            digest.update(np.ascontiguousarray(r["d"]["tv"]).tobytes())  # type: ignore[index]
+            digest.update(np.ascontiguousarray(r["d"]["cv"]).tobytes())  # type: ignore[index]
+        for key in ("seg", "ty", "cy"):
+            digest.update(np.ascontiguousarray(r[key]).tobytes())  # type: ignore[call-overload]
+    return digest.hexdigest()[:24]
+
+
+def _fit_adapter(rows: list[Row], model: str, steps: int) -> QueryAdapter:
     by_db: dict[str, list[Row]] = {}
     for r in rows:
         by_db.setdefault(str(r["db"]), []).append(r)
