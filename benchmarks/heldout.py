@@ -10,9 +10,9 @@ databases dealt round-robin, so every fold holds some of each). Per fold the fou
 (``ranking_fit.pipeline``) are fitted on the other folds' questions (BIRD with its evidence and
 with it blanked, Spider in both wordings; at most ``--max-train`` questions, drawn at random) and
 applied to this fold's, with a query adapter (``ranking_fit.fit_adapter``) fitted on the other folds
-too (``--no-query-adapter``: without one; ``--adapter-cache DIR`` keeps each fitted adapter there, named by the
-rows and settings it was fitted on, and reuses it: the adapters are most of a run's time and do not depend on the
-ranking stages). Every figure is then computed over held-out outputs only, per benchmark and per wording:
+too (``--no-query-adapter``: without one; ``--adapter-cache DIR`` keeps each fitted adapter there, named by a
+digest of what it was fitted on (settings, query and chunk vectors, labels), and reuses it: the adapters are
+most of a run's time and do not depend on the ranking stages). Every figure is then computed over held-out outputs only, per benchmark and per wording:
 
 - ``budget``: the shipped defaults (``RetrieverConfig``: the recall targets);
 - ``table_curve`` / ``column_curve``: the recall/size curve over several targets;

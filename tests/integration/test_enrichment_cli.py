@@ -4,8 +4,8 @@ The command indexes two small SQLite datasources (one Dagster run each) while th
 endpoint works, refuses, fails or hangs. Enrichment must never fail the command: the
 ``enriched_snapshot`` materialization says it was skipped and why. A hanging endpoint costs
 the command one timeout: the ``llm`` resource is shared by the command's runs, and its
-circuit breaker keeps the second run from calling the endpoint again. The timeout is the
-default (30 s): no variable sets it (see ``resources/llm.py``), so the hang case takes that long.
+circuit breaker keeps the second run from calling the endpoint again. The hang case sets
+``ENRICHMENT_TIMEOUT_S`` to 3 s (the default is 30 s), so it costs seconds, not half a minute.
 """
 
 from __future__ import annotations
