@@ -48,6 +48,7 @@ import ranking_fit
 from ranking_fit import (Row, build_rows, cross_fit_adapters, fit_adapter, load_databases, load_questions, measure,
                          pipeline, plain_dense, plain_routing, with_adapter)
 
+from nl2sql_assets.retrieval import word_similarity
 from nl2sql_assets.retrieval.mlp import MLPModel
 
 TABLE_TARGETS = (0.5, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98)
@@ -168,6 +169,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="reuse saved held-out outputs instead of fitting (same benchmarks, same order)")
     parser.add_argument("--no-word-meaning", action="store_true",
                         help="word-meaning features at zero (the ablation: what they add)")
+    parser.add_argument("--thesaurus-strength", type=float, default=None,
+                        help="match strength of a thesaurus pair (0: vectors alone; default word_similarity's)")
+    parser.add_argument("--thesaurus-cap", type=int, default=None,
+                        help="entries listing more synonyms than this link nothing (0: no cap; default word_similarity's)")
     parser.add_argument("--no-query-adapter", action="store_true",
                         help="query texts unmapped (the ablation: what the query adapter adds)")
     parser.add_argument("--adapter-cache", type=Path, default=None,
@@ -181,6 +186,10 @@ def main(argv: list[str] | None = None) -> int:
     from nl2sql_assets.indexing.embeddings import build_embedding_service
 
     ranking_fit.ADAPTER_CACHE = args.adapter_cache
+    if args.thesaurus_strength is not None:
+        word_similarity.THESAURUS_STRENGTH = args.thesaurus_strength
+    if args.thesaurus_cap is not None:
+        word_similarity.THESAURUS_MAX_SYNONYMS = args.thesaurus_cap or None
     t0 = time.perf_counter()
     rows: list[Row] = []
     embed = None

@@ -168,7 +168,7 @@ def build_rows(questions: list[Row], dbs: dict[str, Row], embed,  # type: ignore
         d = dbs[str(q["db"])]
         qw = question_words(t) if word_meaning else []
         words = word_scores(d["index"].words, d["wv"], np.vstack([vec[w] for w in qw]) if qw  # type: ignore[union-attr]
-                            else np.zeros((0, 1)))
+                            else np.zeros((0, 1)), qw)
         seg = np.vstack([vec[s] for s in t.segments])
         ent = np.vstack([vec[e] for e in t.entities]) if t.entities else np.zeros((0, seg.shape[1]), np.float32)
         raw = (ent @ d["tv"].T, ent @ d["cv"].T, kinds.scores(ent) if len(ent) else None, words)  # type: ignore[union-attr]

@@ -51,6 +51,7 @@ from nl2sql_assets.retrieval.entity_kinds import EntityKinds
 from nl2sql_assets.retrieval.join_paths import JoinGraph
 from nl2sql_assets.retrieval.lexical import LexicalIndex, QueryTerms
 from nl2sql_assets.retrieval.mlp import MLPModel
+from nl2sql_assets.retrieval.thesaurus import default_thesaurus
 from nl2sql_assets.retrieval.word_similarity import SchemaWords, WordScores
 
 COLUMN_FEATURES = (
@@ -94,14 +95,14 @@ VALUE_HIT_WEIGHT = 3.0  # by hand: see the module docstring
 
 # Fitted weights (logistic regression, L2, C=1, out-of-fold stacking), as printed by
 # benchmarks/fit_ranking_weights.py (or heldout.py --weights) on BIRD dev + Spider train.
-COLUMN_MODEL = LinearModel(weights=(0.0000, 4.6167, 2.9518, 0.0000, 0.4053, 0.0000, 0.7441, 1.1763, 4.3015, 1.2808, 1.7722, 0.0000, 1.3335, 0.6510, 1.0533, 0.0000, 0.0000, 0.7220, 0.0000, 8.3102, 2.0761, 0.8862,), bias=-5.2337)
-TABLE_MODEL = LinearModel(weights=(0.0000, 1.0603, 0.0000, 0.1487, 0.4916, 0.0000, 0.5474, 0.0000, 3.6538, 0.0040, 39.7511, 0.6190, 0.5130, 0.0948, 0.4981, 0.0940, 0.1451, 0.0000, 0.0000, 0.1418, -0.2341, 0.1017, 0.0355, 4.8047, 1.9137, 2.1944, 0.0000, 0.0000,), bias=-3.2155)
-CONTEXT_MODEL = LinearModel(weights=(0.0000, 1.4972, 3.4372, 0.9093, -0.1157, 1.3516, 0.1933, 0.5555, 7.8910, 0.0521, 0.5099, 0.0000, 0.0946, 0.0000, 0.0000, 0.3582, 0.0000, 1.5825, 0.0000, 46.9166, 0.3583, 0.1599, 0.0369, 0.4399, 0.0915, 0.1379, 0.0000, 0.0000, 0.0494, -0.2521, -0.0574, 0.0000, 5.3875, 1.2666, 1.1025, 0.0000, 0.0000,), bias=-3.2291)
+COLUMN_MODEL = LinearModel(weights=(0.0000, 4.5520, 2.9336, 0.0000, 0.4494, 0.0000, 0.7448, 1.1656, 4.3258, 1.2615, 1.6949, 0.0000, 1.3341, 0.6392, 1.0549, 0.0000, 0.0000, 0.7088, 0.0000, 8.3744, 2.0694, 1.0070,), bias=-5.2492)
+TABLE_MODEL = LinearModel(weights=(0.0000, 0.9646, 0.0000, 0.0953, 0.4806, 0.0000, 0.5397, 0.0000, 3.5875, 0.0039, 40.1999, 0.6543, 0.5234, 0.1307, 0.5225, 0.1002, 0.1521, 0.0000, 0.0000, 0.1304, -0.2125, 0.1090, 0.0292, 5.1987, 2.0196, 2.3772, 0.0000, 0.0000,), bias=-3.3198)
+CONTEXT_MODEL = LinearModel(weights=(0.0000, 1.3657, 3.6062, 0.8363, -0.0343, 1.3011, 0.3750, 0.5668, 7.3829, 0.0000, 0.4566, 0.0000, 0.0603, 0.0000, 0.0000, 0.3586, 0.0000, 1.5474, 0.0000, 47.4555, 0.3850, 0.1910, 0.0646, 0.4490, 0.0808, 0.1476, 0.0000, 0.0000, 0.0387, -0.2422, -0.0644, 0.0000, 5.8182, 1.4390, 1.2296, 0.0000, 0.0000,), bias=-3.4361)
 #: the within-table column model: a small network (:mod:`~nl2sql_assets.retrieval.mlp`), written by
 #: benchmarks/fit_ranking_weights.py next to this module
 WITHIN_MODEL = MLPModel.load(Path(__file__).with_name("within_model.json"), WITHIN_FEATURES)
 # Confidence calibration over confidence.CONFIDENCE_FEATURES, as printed by benchmarks/fit_confidence.py.
-CONFIDENCE_MODEL = LinearModel(weights=(0.8645, 8.3585, 11.0488, -1.4799, 3.2269,), bias=-4.8193)
+CONFIDENCE_MODEL = LinearModel(weights=(0.8471, 8.5169, 10.9447, -1.4205, 3.0721,), bias=-4.7446)
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,7 @@ def build_schema_index(snapshot, *, infer_joins: bool = True) -> SchemaIndex:  #
                                        dtype=np.float32), DEGREE_CAP),
         log_columns=np.log1p(np.array([len(t.columns) for t in snapshot.tables], dtype=np.float32)),
         columns_per_table=np.array([len(t.columns) for t in snapshot.tables], dtype=np.int64),
-        words=SchemaWords.build(lexical),
+        words=SchemaWords.build(lexical, default_thesaurus()),
     )
 
 

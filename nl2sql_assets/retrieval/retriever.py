@@ -331,7 +331,7 @@ class SchemaRetriever:
         seg = q.n_segments
         kinds = self._kinds.scores(q.vectors[seg:]) if len(q.texts) > seg else EntityKinds.none()  # type: ignore[index]
         return ranking.DenseScores(tables=rows_t[:seg], columns=rows_c[:seg], entities=rows_c[seg:], kinds=kinds,
-                                   words=self._schemas.word_scores(cached, q.word_vectors))
+                                   words=self._schemas.word_scores(cached, q.word_vectors, q.words))
 
 
 def _nothing_visible(tenant: str | None) -> Exception:

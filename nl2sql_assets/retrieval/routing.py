@@ -47,7 +47,7 @@ NAMED_CAPS = (3.0, 5.0)
 #: 88.9% without the feature, 84.4% uncapped, 87.7% capped; Spider 73.0%, 75.1%, 74.8%)
 ROUTE_COLUMNS_CAP = 64
 # Fitted by benchmarks/fit_routing.py --candidates 12 (softmax over each question's candidates; printed as-is).
-ROUTE_MODEL = LinearModel(weights=(7.3625, 4.9838, 0.7196, 1.7959, 3.4580, 0.0713, 0.3067, 0.0000, 0.0000, 0.0000, 0.3468, 0.5748, 0.2043, 4.7204, 3.3750, -1.0429,), bias=-8.0628)
+ROUTE_MODEL = LinearModel(weights=(7.6456, 4.9034, 0.4208, 1.6925, 3.5191, 0.0785, 0.4104, 0.0000, 0.0000, 0.0000, 0.4630, 0.5855, 0.2002, 3.9153, 3.7033, -1.0704,), bias=-8.1432)
 
 
 @dataclass(frozen=True)
@@ -149,7 +149,7 @@ class DatasourceRouter:
             except SchemaVersionNotFoundError:
                 continue
             indexes[ds] = cached.index
-            words = self.schemas.word_scores(cached, q.word_vectors)
+            words = self.schemas.word_scores(cached, q.word_vectors, q.words)
             meanings[ds] = ([words.schema_coverage, float(words.table_coverage.max(initial=0.0))]
                             if words is not None else [0.0, 0.0])
         if not indexes:

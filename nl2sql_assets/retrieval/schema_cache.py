@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -136,8 +136,10 @@ class SchemaCache:
                 self._entries.popitem(last=False)
         return cached
 
-    def word_scores(self, cached: CachedSchema, word_vectors: np.ndarray | None) -> WordScores | None:
-        """The question's word vectors against the schema's words, embedded on first use per version."""
+    def word_scores(self, cached: CachedSchema, word_vectors: np.ndarray | None,
+                    question_words: Sequence[str] | None = None) -> WordScores | None:
+        """The question's word vectors (rows: ``question_words``, whose thesaurus pairs count too)
+        against the schema's words, embedded on first use per version."""
         if word_vectors is None or not len(word_vectors) or self.embed_words is None:
             return None
         vectors = cached.token_vectors
@@ -151,7 +153,7 @@ class SchemaCache:
                             cached.snapshot.datasource.id, exc)
                 return None
             cached.token_vectors = vectors
-        return word_scores(cached.index.words, vectors, word_vectors)
+        return word_scores(cached.index.words, vectors, word_vectors, question_words)
 
     def _latest(self, datasource: str) -> SchemaSnapshot:
         snapshot = self.store.get_latest(datasource)

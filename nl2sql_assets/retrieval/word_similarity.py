@@ -7,7 +7,8 @@ blurs single words. Here each question word and each word of the schema's names 
 is embedded on its own (the retriever's embedding model, one short text per word) and compared
 one to one. The local MiniLM gives related words 0.4 to 0.85 (vocalists/singer 0.75,
 town/city 0.77, youngest/age 0.62) and unrelated ones about 0.2 to 0.35, so a similarity counts
-from :data:`SIM_FLOOR` up, scaled to reach 1 for the same word.
+from :data:`SIM_FLOOR` up, scaled to reach 1 for the same word; a pair the thesaurus lists
+(:mod:`~nl2sql_assets.retrieval.thesaurus`) counts at least :data:`THESAURUS_STRENGTH`.
 
 :class:`SchemaWords` holds a snapshot's words and which names use them (built once per
 (datasource, version) with the lexical index); :func:`word_scores` turns a question's word
@@ -20,14 +21,19 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from nl2sql_assets.retrieval.lexical import LexicalIndex, QueryTerms
+from nl2sql_assets.retrieval.thesaurus import Thesaurus
 
 #: below this cosine two single words count as unrelated (MiniLM: unrelated pairs about 0.2 to 0.35)
 SIM_FLOOR = 0.35
+#: the match strength of a pair the thesaurus lists (:mod:`~nl2sql_assets.retrieval.thesaurus`)
+THESAURUS_STRENGTH = 0.5
+#: an entry listing more synonyms than this links nothing (``head`` lists 655: mostly other senses)
+THESAURUS_MAX_SYNONYMS: int | None = 150
 #: at most this many question words are embedded and compared (longest first)
 MAX_QUESTION_WORDS = 24
 #: question words whose vectors are kept in memory (about 1.5 KB each with MiniLM)
@@ -105,9 +111,15 @@ class SchemaWords:
     vocab_token: np.ndarray
     n_columns: int
     n_tables: int
+    #: the thesaurus the links come from (None: vectors alone), and per word the tokens whose
+    #: entries list it (a question word found there is their synonym)
+    thesaurus: Thesaurus | None = None
+    links: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    #: the thesaurus links tokens [0, linked) only
+    linked: int = 0
 
     @classmethod
-    def build(cls, lexical: LexicalIndex) -> SchemaWords:
+    def build(cls, lexical: LexicalIndex, thesaurus: Thesaurus | None = None) -> SchemaWords:
         position: dict[str, int] = {}
 
         def at(tok: str) -> int:
@@ -127,16 +139,48 @@ class SchemaWords:
 
         col = pairs([c.name_words for c in lexical.columns])
         tab = pairs([t.name_words for t in lexical.tables])
+        named = len(position)  # tokens [0, named) are name words, the rest only in descriptions
         vt, vk = [], []
         for ti, vocab in enumerate(lexical.table_vocab):
             for w in sorted(vocab):
                 if len(w) >= 2 and w.isalpha():
                     vt.append(ti)
                     vk.append(at(w))
+        links: dict[str, set[int]] = {}
+        if thesaurus is not None and THESAURUS_STRENGTH > 0:
+            for tok, i in position.items():
+                if i >= named:  # name words only: a description's words say too much by chance
+                    break
+                for w in _entry(thesaurus, tok):
+                    links.setdefault(w, set()).add(i)
         return cls(tokens=tuple(position), col_owner=col[0], col_token=col[1], col_weight=col[2],
                    table_owner=tab[0], table_token=tab[1], table_weight=tab[2],
                    vocab_table=np.array(vt, dtype=np.int64), vocab_token=np.array(vk, dtype=np.int64),
-                   n_columns=len(lexical.columns), n_tables=len(lexical.tables))
+                   n_columns=len(lexical.columns), n_tables=len(lexical.tables),
+                   thesaurus=thesaurus if links else None, linked=named,
+                   links={w: tuple(sorted(ix)) for w, ix in links.items()})
+
+    def synonyms(self, question_words: Sequence[str]) -> np.ndarray:
+        """(question words, tokens): 1 where the thesaurus lists the pair either way, else 0; a
+        question word the schema uses itself links nothing (the user said the schema's word)."""
+        out = np.zeros((len(question_words), len(self.tokens)))
+        if self.thesaurus is None:
+            return out
+        position = {t: i for i, t in enumerate(self.tokens[:self.linked])}
+        known = set(self.tokens)
+        for r, w in enumerate(question_words):
+            if w in known:  # the question says the schema's own word: nothing to translate
+                continue
+            hits = set(self.links.get(w, ()))
+            hits.update(position[x] for x in _entry(self.thesaurus, w) if x in position)
+            if hits:
+                out[r, sorted(hits)] = 1.0
+        return out
+
+
+def _entry(thesaurus: Thesaurus, word: str) -> frozenset[str]:
+    found = thesaurus.related(word)
+    return found if THESAURUS_MAX_SYNONYMS is None or len(found) <= THESAURUS_MAX_SYNONYMS else frozenset()
 
 
 @dataclass(frozen=True)
@@ -178,11 +222,15 @@ def scaled(similarity: np.ndarray) -> np.ndarray:
     return np.clip((similarity - SIM_FLOOR) / (1.0 - SIM_FLOOR), 0.0, 1.0)
 
 
-def word_scores(words: SchemaWords, token_vectors: np.ndarray, question_vectors: np.ndarray) -> WordScores:
-    """Features from the question words' vectors (rows) against the schema words' (one row per token)."""
+def word_scores(words: SchemaWords, token_vectors: np.ndarray, question_vectors: np.ndarray,
+                question_words: Sequence[str] | None = None) -> WordScores:
+    """Features from the question words' vectors (rows) against the schema words' (one row per token);
+    with ``question_words`` (the rows' words), a thesaurus pair counts at least :data:`THESAURUS_STRENGTH`."""
     if not len(question_vectors) or not len(words.tokens):
         return WordScores.none(words.n_columns, words.n_tables)
     strength = scaled(np.asarray(question_vectors, np.float64) @ np.asarray(token_vectors, np.float64).T)
+    if question_words is not None and words.thesaurus is not None:
+        strength = np.maximum(strength, THESAURUS_STRENGTH * words.synonyms(question_words))
     best = strength.max(axis=0)  # per schema token: its best question word
     column_name = np.bincount(words.col_owner, weights=words.col_weight * best[words.col_token],
                               minlength=words.n_columns)
