@@ -102,13 +102,16 @@ def test_a_question_of_undecodable_bytes_on_the_command_line(demo_env: Settings)
         assert err.startswith("nl2sql-assets retrieve: error: the ") and "is not valid text: lone surrogate" in err
 
 
+# the peak RSS of this process's own memory (VmHWM): getrusage's ru_maxrss is preserved across
+# exec on Linux, so a child of a large pytest worker reported the worker's 1.7 GB, not its own 0.4 GB
 _MEASURE = """
-import json, resource, sys, time
+import json, re, sys, time
+from pathlib import Path
 from nl2sql_assets.cli import main
 started = time.perf_counter()
 code = main(["retrieve", "--batch", sys.argv[1], "--out", sys.argv[2]])
-print(json.dumps({"code": code, "seconds": time.perf_counter() - started,
-                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+peak_kb = int(re.search(r"VmHWM:\\s+(\\d+) kB", Path("/proc/self/status").read_text()).group(1))
+print(json.dumps({"code": code, "seconds": time.perf_counter() - started, "rss_mb": peak_kb / 1024}))
 """
 
 
