@@ -55,7 +55,8 @@ HAND = {"dense_mean": 1.0, "dense_table": 1.0, "mention": 0.2, "overlap": 0.05}
 FREE = {"log_columns"}
 
 
-def collect(bench: str, dataset: Path, work: Path, count: int, route_k: int | None = None) -> list[dict[str, object]]:
+def collect(bench: str, dataset: Path, work: Path, count: int, route_k: int | None = None,
+            lexical: int | None = None) -> list[dict[str, object]]:
     """One record per question: its database, wording, the candidates and their features."""
     from nl2sql_assets.config import Settings
     from nl2sql_assets.retrieval.models import RetrievalRequest, RetrieverConfig
@@ -66,7 +67,12 @@ def collect(bench: str, dataset: Path, work: Path, count: int, route_k: int | No
     if any(q.get("evidence") for q in questions):
         questions += load_questions(dataset, bench, blank_evidence=True)
     out: list[dict[str, object]] = []
-    config = RetrieverConfig() if route_k is None else RetrieverConfig(route_k=route_k)
+    overrides: dict[str, int] = {}
+    if route_k is not None:
+        overrides["route_k"] = route_k
+    if lexical is not None:
+        overrides["route_lexical_candidates"] = lexical
+    config = RetrieverConfig(**overrides)
     with SchemaRetriever.from_settings(Settings.from_env(), config=config) as retriever:
         for start in range(0, len(questions), BATCH):
             chunk = questions[start:start + BATCH]
@@ -246,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="datasources scored in full per question (RetrieverConfig.route_candidates)")
     parser.add_argument("--route-k", type=int, default=None,
                         help="vector hits per query text routing looks at (RetrieverConfig.route_k; default its default)")
+    parser.add_argument("--lexical-candidates", type=int, default=None,
+                        help="datasources added by vocabulary (RetrieverConfig.route_lexical_candidates; default: its default)")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--iters", type=int, default=3000)
     parser.add_argument("--loss", choices=("softmax", "binary"), default="softmax",
@@ -259,11 +267,12 @@ def main(argv: list[str] | None = None) -> int:
         records = pickle.loads(args.load.read_bytes())
     else:
         records = [r for name, dataset, work in args.bench
-                   for r in collect(name, dataset, work, args.candidates, args.route_k)]
+                   for r in collect(name, dataset, work, args.candidates, args.route_k, args.lexical_candidates)]
     if args.save is not None:
         args.save.write_bytes(pickle.dumps(records))
     collected = time.perf_counter() - started
-    out = {"candidates": args.candidates, "loss": args.loss, "folds": args.folds, "questions": len(records),
+    out = {"candidates": args.candidates, "lexical_candidates": args.lexical_candidates, "loss": args.loss,
+           "folds": args.folds, "questions": len(records),
            "collect_s": round(collected, 1), **held_out_routing(records, args.folds, args.iters, args.loss)}
     w, b = out.pop("model")  # type: ignore[misc]
     print(json.dumps(out, indent=2))

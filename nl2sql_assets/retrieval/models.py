@@ -132,6 +132,8 @@ class RetrieverConfig(_Frozen):
         route_candidates: how many datasources routing scores in full (``routing.ROUTE_MODEL`` was
             fitted with 12; its lexical features compare the candidates with each other).
         route_k: vector hits per query text that routing looks at.
+        route_lexical_candidates: besides those, up to this many datasources whose vocabulary holds
+            most of the question's words (idf over every visible datasource) are scored in full.
         infer_joins: join tables on same-named key columns where no foreign key is declared.
         word_meaning: match the question's words to the schema's words by meaning, one word at a
             time ("vocalists" for ``singer``): each schema word is embedded once per version, on
@@ -154,6 +156,7 @@ class RetrieverConfig(_Frozen):
     live_version_ttl_s: float = Field(default=2.0, ge=0.0)
     route_candidates: int = Field(default=12, ge=1)
     route_k: int = Field(default=40, ge=1)
+    route_lexical_candidates: int = Field(default=2, ge=0)
     infer_joins: bool = True
     word_meaning: bool = True
     query_adapter: bool = True

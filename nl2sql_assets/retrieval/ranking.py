@@ -102,7 +102,7 @@ CONTEXT_MODEL = LinearModel(weights=(0.0000, 1.3657, 3.6062, 0.8363, -0.0343, 1.
 #: benchmarks/fit_ranking_weights.py next to this module
 WITHIN_MODEL = MLPModel.load(Path(__file__).with_name("within_model.json"), WITHIN_FEATURES)
 # Confidence calibration over confidence.CONFIDENCE_FEATURES, as printed by benchmarks/fit_confidence.py.
-CONFIDENCE_MODEL = LinearModel(weights=(0.8471, 8.5169, 10.9447, -1.4205, 3.0721,), bias=-4.7446)
+CONFIDENCE_MODEL = LinearModel(weights=(0.8458, 8.5818, 10.9083, -1.4049, 3.1125,), bias=-4.7450)
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,37 @@ def test_routing_scores_only_its_best_candidates_in_full(world: World) -> None:
     assert row["clinic"][col("columns_named")] > row["shop"][col("columns_named")]
 
 
+def test_routing_adds_the_datasources_whose_vocabulary_holds_the_question(world: World) -> None:
+    from nl2sql_assets.retrieval.routing import ROUTE_FEATURES
+
+    world.add(generated_snapshot(4, datasource_id="garage", tenant="acme", entities=("mechanic", "vehicle")))
+    world.add(generated_snapshot(5, datasource_id="farm", tenant="acme", entities=("field", "tractor")))
+    question = [RetrievalRequest(question="which mechanic repaired the vehicle of each customer", tenant="acme")]
+    [dense_only] = world.retriever(RetrieverConfig(route_lexical_candidates=0)).route_candidates(question, count=1)
+    assert len(dense_only.names) == 1 and len(dense_only.rest) == 3
+    [both] = world.retriever(RetrieverConfig(route_lexical_candidates=2)).route_candidates(question, count=1)
+    # the dense choice, then the datasources holding the question's words, best first; "farm" holds none
+    assert both.names[0] == dense_only.names[0]
+    assert set(both.names) <= {"garage", "shop", "clinic"} and "farm" not in both.names
+    assert {"garage", "shop"} <= set(both.names) or both.names[0] in {"garage", "shop"}
+    assert set(both.rest).isdisjoint(both.names)
+    assert set(both.names) | set(both.rest) == {"shop", "clinic", "garage", "farm"}
+    assert both.features.shape == (len(both.names), len(ROUTE_FEATURES))
+    by_name = dict(zip(both.names, both.features.tolist(), strict=True))
+    overlap = ROUTE_FEATURES.index("overlap")
+    assert by_name["garage"][overlap] > 0.0
+    # the vocabularies are kept, and read again once the indexed versions change
+    retriever = world.retriever(RetrieverConfig(route_lexical_candidates=1, live_version_ttl_s=0))
+    asked = [RetrievalRequest(question="which baker baked the loaf", tenant="acme")]
+    [before] = retriever.route_candidates(asked, count=1)
+    world.add(generated_snapshot(6, datasource_id="bakery", tenant="acme", entities=("baker", "loaf")))
+    [after] = retriever.route_candidates(asked, count=1)
+    assert "bakery" not in before.names + before.rest and "bakery" in after.names
+    kept = retriever._router._vocabularies["acme"]  # the postings now name the new datasource's words
+    assert ("bakery", world.schema_store.get_latest("bakery").schema_version) in kept[0]
+    assert "bakery" in kept[2]["baker"] and kept[1] == 5
+
+
 def test_routing_counts_a_wider_schemas_evidence_for_less(world: World) -> None:
     import math
 
