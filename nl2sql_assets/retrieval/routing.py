@@ -229,8 +229,13 @@ class DatasourceRouter:
 def absent_dense(hits: list[list[SearchHit]]) -> dict[str, float]:
     """The dense evidence of a datasource with no hit: each query text's floor, as
     :func:`route_dense` fills a query text a datasource has no hit for."""
-    floors = [min((h.score for h in row), default=0.0) for row in hits] or [0.0]
+    floors = query_floors(hits) or [0.0]
     return {"mean": float(np.mean(floors)), "table": min(floors), "best": min(floors), "share": 0.0}
+
+
+def query_floors(hits: list[list[SearchHit]]) -> list[float]:
+    """Per query text, its weakest hit's score: what a datasource without a hit there counts as."""
+    return [min((h.score for h in row), default=0.0) for row in hits]
 
 
 def route_dense(hits: list[list[SearchHit]], visible: set[str]) -> dict[str, dict[str, float]]:
@@ -241,10 +246,9 @@ def route_dense(hits: list[list[SearchHit]], visible: set[str]) -> dict[str, dic
     best: dict[str, list[float]] = {}
     table_best: dict[str, float] = {}
     counts: dict[str, int] = {}
-    floors = []
+    floors = query_floors(hits)
     total = 0
     for r, row in enumerate(hits):
-        floors.append(min((h.score for h in row), default=0.0))
         for h in row:
             if h.datasource_id not in visible:
                 continue
