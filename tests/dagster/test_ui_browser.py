@@ -234,8 +234,13 @@ def test_run_queue_runs_one_run_per_datasource_at_a_time(ui_server: UIServer) ->
     assert in_progress_shop_max == 1
     first, second = sorted((by_id[i] for i in ids[:2]), key=lambda r: r["startTime"])  # type: ignore[arg-type,return-value]
     assert first["endTime"] <= second["startTime"], (first, second)  # type: ignore[operator]
-    # the limit is per datasource, not global: crm, queued last, did not wait for the second shop run
-    assert _launched_at(by_id[ids[2]]) < _launched_at(second)
+    # the limit is per datasource, not global: crm, queued while a shop run was still queued or in
+    # progress, ran beside one of them. (Whether it launched before the second shop run depends on how
+    # fast the launches reach a loaded webserver; under a global limit of 1 no two runs overlap.)
+    crm_run = by_id[ids[2]]
+    crm_span = (_launched_at(crm_run) / 1000, float(crm_run["endTime"]))  # type: ignore[arg-type]
+    shop_spans = [(_launched_at(r) / 1000, float(r["endTime"])) for r in (first, second)]  # type: ignore[arg-type]
+    assert any(start < crm_span[1] and crm_span[0] < end for start, end in shop_spans), (crm_span, shop_spans)
 
 
 GRAPH_QUERY = """
