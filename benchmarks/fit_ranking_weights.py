@@ -7,11 +7,14 @@ Usage (after ``retrieval_quality.py --dataset D --work W`` has built and indexed
 
 Builds the product's features for every question (``ranking_fit.build_rows``: BIRD with its
 evidence and with it blanked, Spider in both wordings), fits the three logistic stages (L2, C=1;
-weights of evidence features constrained to be >= 0, so more evidence never lowers a score) and
+weights of evidence features constrained to be >= 0, so more evidence never lowers their score;
+the networks are not so constrained) and
 the within-table network (``ranking_fit.fit_mlp``), each stage on out-of-fold outputs of the
-stages before it, on at most ``--max-train`` questions drawn at random; prints the logistic ones
-as Python, as ``ranking.py`` holds them, and writes the network to ``--within-out``
-(``nl2sql_assets/retrieval/within_model.json``, which ``ranking.py`` loads). First it fits the
+stages before it, on at most ``--max-train`` questions drawn at random (the context stage is a
+logistic model and a network whose logits are averaged); prints the logistic ones as Python, as
+``ranking.py`` holds them (``CONTEXT_LINEAR`` for the context stage's), and writes the networks to
+``--within-out`` and ``--context-out`` (``nl2sql_assets/retrieval/within_model.json`` and
+``context_model.json``, which ``ranking.py`` loads). First it fits the
 query adapter on every question (``ranking_fit.fit_adapter``, written to ``--adapter-out``,
 ``nl2sql_assets/retrieval/query_adapter.json``); the stages are fitted on rows whose query texts
 were mapped by adapters fitted without their own database (``ranking_fit.cross_fit_adapters``),
@@ -32,9 +35,10 @@ from heldout import load_benchmark, parse_bench
 from ranking_fit import (ADAPTER_COLUMNS, ADAPTER_L2, ADAPTER_STEPS, ADAPTER_TAU, as_retrieved, cross_fit_adapters,
                          fit_adapter, fit_logistic, pipeline, top_k_with_floor)
 
-from nl2sql_assets.retrieval.mlp import MLPModel
+from nl2sql_assets.retrieval.mlp import MeanLogitModel, MLPModel
 
 WITHIN_FILE = Path(__file__).resolve().parent.parent / "nl2sql_assets" / "retrieval" / "within_model.json"
+CONTEXT_FILE = WITHIN_FILE.with_name("context_model.json")
 ADAPTER_FILE = WITHIN_FILE.with_name("query_adapter.json")
 
 __all__ = ["as_retrieved", "fit_logistic", "top_k_with_floor"]  # kept importable from here
@@ -48,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iters", type=int, default=2000)
     parser.add_argument("--within-out", type=Path, default=WITHIN_FILE,
                         help="where the within-table network goes (the file ranking.py loads)")
+    parser.add_argument("--context-out", type=Path, default=CONTEXT_FILE,
+                        help="where the context stage's network goes (the file ranking.py loads)")
     parser.add_argument("--adapter-out", type=Path, default=ADAPTER_FILE,
                         help="where the query adapter goes (the file the retriever loads)")
     args = parser.parse_args(argv)
@@ -76,8 +82,14 @@ def main(argv: list[str] | None = None) -> int:
             args.within_out.write_text(json.dumps(model.to_json()) + "\n", encoding="utf-8")
             print(f"{name.upper()}_MODEL: written to {args.within_out}")
             continue
-        weights = ", ".join(f"{w:.4f}" for w in model.weights)
-        print(f"{name.upper()}_MODEL = LinearModel(weights=({weights},), bias={model.bias:.4f})")
+        label = f"{name.upper()}_MODEL"
+        if isinstance(model, MeanLogitModel):
+            model, net = model.models
+            args.context_out.write_text(json.dumps(net.to_json()) + "\n", encoding="utf-8")  # type: ignore[attr-defined]
+            print(f"{label}'s network: written to {args.context_out}")
+            label = f"{name.upper()}_LINEAR"
+        weights = ", ".join(f"{w:.4f}" for w in model.weights)  # type: ignore[union-attr]
+        print(f"{label} = LinearModel(weights=({weights},), bias={model.bias:.4f})")  # type: ignore[union-attr]
     return 0
 
 

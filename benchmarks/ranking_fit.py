@@ -20,6 +20,7 @@ import os
 import random
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 # one BLAS thread: on this shared 2-core machine threaded BLAS spins and runs the fits ~10x slower
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -29,7 +30,7 @@ import numpy as np  # noqa: E402
 
 from nl2sql_assets.retrieval import ranking as R
 from nl2sql_assets.retrieval.entity_kinds import EntityKinds
-from nl2sql_assets.retrieval.mlp import MLPModel
+from nl2sql_assets.retrieval.mlp import MeanLogitModel, MLPModel
 from nl2sql_assets.retrieval.query_adapter import QueryAdapter
 from nl2sql_assets.retrieval.ranking import FLOOR_MARGIN, DenseScores
 from nl2sql_assets.retrieval.word_similarity import WordScores, question_words, word_scores
@@ -347,12 +348,14 @@ def _fit(names: tuple[str, ...], xs: list[np.ndarray], ys: list[np.ndarray], ite
     return R.LinearModel(tuple(float(v) for v in w), b)
 
 
-def pipeline(train: list[Row], apply: list[Row], iters: int = 3000) -> dict[str, R.LinearModel | MLPModel]:
+def pipeline(train: list[Row], apply: list[Row],
+             iters: int = 3000) -> dict[str, R.LinearModel | MLPModel | MeanLogitModel]:
     """Fit the four stages on ``train`` and write their outputs (``cl``, ``tx``, ``tp``, ``wp``)
-    into ``apply``. Each stage is fitted on out-of-fold outputs of the stages before it (the
-    column model's logits for a training question come from a model fitted without its
-    database, :data:`FOLDS` database-grouped folds): on a new database the later stages see
-    estimates that were not fitted on it."""
+    into ``apply`` (the context stage is a logistic model and a network, their logits averaged).
+    Each stage is fitted on out-of-fold outputs of the stages before it (the column model's
+    logits for a training question come from a model fitted without its database, :data:`FOLDS`
+    database-grouped folds): on a new database the later stages see estimates that were not
+    fitted on it."""
     vh = R.COLUMN_FEATURES.index("value_hit")
     names = sorted({str(r["db"]) for r in train})
     random.Random(0).shuffle(names)
@@ -361,14 +364,21 @@ def pipeline(train: list[Row], apply: list[Row], iters: int = 3000) -> dict[str,
     def column_logit(model: R.LinearModel, r: Row) -> np.ndarray:
         return model.logit(r["cx"]) + R.VALUE_HIT_WEIGHT * r["cx"][:, vh]  # type: ignore[index,call-overload,arg-type]
 
-    def stage(feats: tuple[str, ...], x: str, y: str, out: str,
-              predict: Callable[[R.LinearModel, Row], np.ndarray]) -> R.LinearModel:
-        model = _fit(feats, [r[x] for r in train], [r[y] for r in train], iters)  # type: ignore[misc]
+    def stage(feats: tuple[str, ...], x: str, y: str, out: str, predict: Callable[[Any, Row], np.ndarray],
+              blend: bool = False) -> R.LinearModel | MeanLogitModel:
+        def fit(rows: list[Row]) -> R.LinearModel | MeanLogitModel:
+            linear = _fit(feats, [r[x] for r in rows], [r[y] for r in rows], iters)  # type: ignore[misc]
+            if not blend:
+                return linear
+            net = fit_mlp(feats, np.vstack([r[x] for r in rows]), np.concatenate([r[y] for r in rows]))  # type: ignore[misc]
+            return MeanLogitModel((linear, net))
+
+        model = fit(train)
         for r in apply:
             r[out] = predict(model, r)
         for fold in folds:
             inner = [r for r in train if r["db"] not in fold]
-            held = _fit(feats, [r[x] for r in inner], [r[y] for r in inner], iters)  # type: ignore[misc]
+            held = fit(inner)
             for r in train:
                 if r["db"] in fold:
                     r[out] = predict(held, r)
@@ -384,7 +394,7 @@ def pipeline(train: list[Row], apply: list[Row], iters: int = 3000) -> dict[str,
         r["xx"] = R.context_features(r["d"]["index"], r["first"], r["tx"], r["terms"],  # type: ignore[index,arg-type]
                                      r["dense"].words)  # type: ignore[union-attr]
     models["context"] = stage(R.CONTEXT_FEATURES + R.TABLE_FEATURES, "xx", "ty", "tp",
-                              lambda m, r: m.prob(r["xx"]))  # type: ignore[arg-type]
+                              lambda m, r: m.prob(r["xx"]), blend=True)  # type: ignore[arg-type]
     for r in both:
         r["wx"] = R.within_features(r["d"]["index"], r["cx"], r["cl"], r["tp"], r["terms"])  # type: ignore[index,arg-type]
     in_gold = [np.isin(r["d"]["index"].lexical.column_table_arr, np.flatnonzero(r["ty"])) for r in train]  # type: ignore[index,arg-type]

@@ -144,8 +144,8 @@ class RetrieverConfig(_Frozen):
         cache_size: (datasource, version) indexes kept in memory.
     """
 
-    recall_target: float | None = Field(default=0.8, gt=0.0, lt=1.0)
-    column_recall_target: float | None = Field(default=0.8, gt=0.0, lt=1.0)
+    recall_target: float | None = Field(default=0.875, gt=0.0, lt=1.0)
+    column_recall_target: float | None = Field(default=0.75, gt=0.0, lt=1.0)
     table_threshold: float = Field(default=0.0768, ge=0.0, le=1.0)
     max_tables: int = Field(default=8, ge=1)
     column_cost: float = Field(default=2.99, ge=0.0)

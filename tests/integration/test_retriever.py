@@ -174,8 +174,8 @@ def test_a_persons_name_brings_the_table_of_peoples_names(tmp_path: Path, model_
     try:
         world.add(racing_snapshot())
         question = "What is Eddie Irvine's average points scored in year 2000?"
-        # the default budget (recall_target 0.8) keeps two tables here: the named person's drivers
-        # and results (since the thesaurus refit; before it, races and results). The signal itself
+        # the default budget keeps at least two tables here: the named person's drivers and results
+        # (since the thesaurus refit; before it, races and results). The signal itself
         # is checked: drivers is far likelier with the name than without it, and a higher target
         # brings all three, drivers with its name columns.
         named = world.retriever().retrieve(question, datasource="racing")

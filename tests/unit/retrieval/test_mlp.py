@@ -1,4 +1,4 @@
-"""The within-table network: the shipped file loads and scores, and a broken file fails clearly."""
+"""The shipped networks (within-table columns; half of the context stage) load and score, and a broken file fails clearly."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from nl2sql_assets.errors import RetrievalError
 from nl2sql_assets.retrieval import ranking
-from nl2sql_assets.retrieval.mlp import MLPModel
+from nl2sql_assets.retrieval.mlp import MeanLogitModel, MLPModel
 
 SHIPPED = Path(ranking.__file__).with_name("within_model.json")
 
@@ -22,6 +22,34 @@ def test_the_shipped_network_is_fitted_on_the_features_the_code_computes() -> No
     x = np.random.default_rng(0).normal(size=(50, len(model.features)))
     p = model.prob(x)
     assert p.shape == (50,) and np.all((p > 0) & (p < 1)) and p.std() > 0.01  # not a constant
+
+
+def test_the_context_stage_averages_its_logistic_model_and_its_shipped_network() -> None:
+    model = ranking.CONTEXT_MODEL
+    assert isinstance(model, MeanLogitModel)
+    linear, net = model.models
+    assert linear is ranking.CONTEXT_LINEAR and isinstance(net, MLPModel)
+    assert net.features == ranking.CONTEXT_FEATURES + ranking.TABLE_FEATURES
+    x = np.random.default_rng(2).normal(size=(40, len(net.features)))
+    assert np.allclose(model.logit(x), (linear.logit(x) + net.logit(x)) / 2)
+    p = model.prob(x)
+    assert np.allclose(p, 1 / (1 + np.exp(-model.logit(x)))) and p.std() > 0.01
+    # the network is fitted, not the zeros a placeholder would hold: it disagrees with the linear half
+    assert not np.allclose(net.logit(x), linear.logit(x)) and np.abs(net.w1).sum() > 0
+
+
+def test_a_mean_of_logits_is_extreme_safe() -> None:
+    class Const:
+        def __init__(self, v: float) -> None:
+            self.v = v
+
+        def logit(self, x: np.ndarray) -> np.ndarray:
+            return np.full(len(x), self.v)
+
+    x = np.zeros((3, 2))
+    assert np.allclose(MeanLogitModel((Const(2.0), Const(-4.0))).logit(x), -1.0)
+    p = MeanLogitModel((Const(1e6), Const(1e6))).prob(x)
+    assert np.all(np.isfinite(p)) and np.all(p > 0.999)
 
 
 def test_a_network_round_trips_through_its_file(tmp_path: Path) -> None:
