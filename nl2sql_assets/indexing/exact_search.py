@@ -68,7 +68,8 @@ class RecordSets:
         self._sets: OrderedDict[tuple[str, str], RecordSet] = OrderedDict()
         self._large: set[tuple[str, str]] = set()
         self._seen: set[tuple[str, str]] = set()
-        self._base: tuple[str, dict[str, str], RecordSet] | None = None  # collection, index states, records
+        # collection, index states, records, and each datasource's record positions in them
+        self._base: tuple[str, dict[str, str], RecordSet, dict[str, list[int]]] | None = None
         self._held = 0
         self._lock = threading.Lock()
 
@@ -113,8 +114,11 @@ class RecordSets:
 
     def set_base(self, collection: str, stamps: dict[str, str], found: RecordSet) -> None:
         """Every record of ``collection``, read at the index states ``stamps`` (per datasource)."""
+        positions: dict[str, list[int]] = {}
+        for i, meta in enumerate(found.metas):
+            positions.setdefault(str((meta or {}).get("datasource_id")), []).append(i)
         with self._lock:
-            self._base = (collection, dict(stamps), found)
+            self._base = (collection, dict(stamps), found, positions)
 
     def derive(self, collection: str, scope: Scope) -> RecordSet | None:
         """The records ``scope`` allows, taken from the collection's whole set when that was read at
@@ -123,7 +127,9 @@ class RecordSets:
             base = self._base
         if base is None or base[0] != collection or any(base[1].get(ds) != st for ds, st in scope.stamps.items()):
             return None
-        return _subset(base[2], scope)
+        # only the scope's datasources' records can be visible: a routing search over 14 of 157
+        # datasources checks ~600 records instead of all 6,768 (8 ms of Python per search)
+        return _subset(base[2], scope, sorted(i for ds in scope.checks for i in base[3].get(ds, ())))
 
     def clear(self) -> None:
         with self._lock:
@@ -203,9 +209,11 @@ def _record_set(conn: ChromaConnection, coll: Collection, n_queries: int, scope:
     return found if complete else None
 
 
-def _subset(found: RecordSet, scope: Scope) -> RecordSet:
-    """The records of ``found`` that ``scope`` allows (``Scope.visible``)."""
-    kept = [i for i, meta in enumerate(found.metas) if scope.visible(meta)]
+def _subset(found: RecordSet, scope: Scope, positions: list[int] | None = None) -> RecordSet:
+    """The records of ``found`` that ``scope`` allows (``Scope.visible``), of those at ``positions``
+    (in order; None: all)."""
+    pool = range(len(found.metas)) if positions is None else positions
+    kept = [i for i in pool if scope.visible(found.metas[i])]
     return RecordSet([found.ids[i] for i in kept], [found.metas[i] for i in kept],
                      [found.docs[i] for i in kept] if found.docs else [],
                      found.vectors[kept] if kept else np.zeros((0, 0), dtype=np.float32))
