@@ -43,7 +43,6 @@ from nl2sql_assets.indexing.chroma_queries import (
     broad_fetch,
     mmr_order,
     search_hit,
-    scope_of,
     stored_chunk,
     visible_rows,
     visible_where,
@@ -343,7 +342,7 @@ class ChromaVectorStore:
     def _query_many(self, queries: Sequence[str | np.ndarray], n: int, where: SearchFilter, include: list[str],
                     convert: Convert[R]) -> list[list[R]]:
         coll = self._conn.read_collection()
-        scope = scope_of(*self._manifest.readers(where.state_max_age_s), where) if coll is not None else None
+        scope = self._manifest.scope(where) if coll is not None else None
         if coll is None or scope is None:
             return [[] for _ in queries]
         vectors = self._query_vectors(queries)

@@ -30,7 +30,10 @@ def prefetch_routes(queries: list[Query], live: LiveVersions, *, schema_store: S
             groups.setdefault(q.request.tenant, []).append(q)
     for tenant, group in groups.items():
         versions = live[tenant][0] or {}
-        visible = [d for d in schema_store.list_datasources(tenant) if d in versions]
+        every = schema_store.list_datasources(tenant)
+        for q in group:  # routing reads it again otherwise: about 0.5 ms per question
+            q.visible = every
+        visible = [d for d in every if d in versions]
         if not visible:
             continue
         where = SearchFilter(tenant_id=tenant, datasource_ids=visible, chunk_types=ROUTE_CHUNKS)

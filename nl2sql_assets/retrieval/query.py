@@ -49,7 +49,8 @@ class Query:
     unmapped rows, which routing searches with. ``words`` are the question's words matched one by
     one against the schema's (:mod:`~nl2sql_assets.retrieval.word_similarity`); ``word_vectors``
     one row per word (None when word meaning is off). ``route_hits`` and ``schema_hits`` are the batched searches'
-    answers (an exception when the vector store failed; None when nothing was prefetched).
+    answers (an exception when the vector store failed; None when nothing was prefetched);
+    ``visible`` the datasources the tenant sees, read once per batch by the routing prefetch.
     """
 
     request: RetrievalRequest
@@ -62,6 +63,7 @@ class Query:
     word_vectors: np.ndarray | None = None
     route_hits: list[list[SearchHit]] | Exception | None = None
     schema_hits: list[list[ChunkScore]] | Exception | None = None
+    visible: list[str] | None = None
     timings: dict[str, float] = field(default_factory=lambda: {"embed": 0.0, "vector": 0.0, "total": 0.0})
     warnings: list[str] = field(default_factory=list)
 

@@ -226,10 +226,12 @@ class SchemaRetriever:
     # ------------------------------------------------------------------ scope checks
 
     def _check_scope(self, request: RetrievalRequest) -> None:
-        if request.tenant is not None and not self.schema_store.list_datasources(request.tenant):
+        if request.tenant is None and request.datasource is None:
+            return
+        visible = self.schema_store.list_datasources(request.tenant)
+        if request.tenant is not None and not visible:
             raise UnknownTenantError(request.tenant)
         if request.datasource is not None:
-            visible = self.schema_store.list_datasources(request.tenant)
             if request.datasource not in visible:
                 if request.tenant is not None and self.schema_store.datasource_tenant(request.datasource):
                     raise DatasourceNotVisibleError(request.datasource, request.tenant)

@@ -97,7 +97,7 @@ class DatasourceRouter:
         """The best ``count`` (default ``route_candidates``) datasources by dense evidence with their
         feature rows (:data:`ROUTE_FEATURES`); None when the tenant sees no datasource."""
         tenant = q.request.tenant
-        visible = self.schema_store.list_datasources(tenant)
+        visible = q.visible if q.visible is not None else self.schema_store.list_datasources(tenant)
         if not visible:
             return None
         failure = None

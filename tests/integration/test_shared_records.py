@@ -484,3 +484,34 @@ def test_a_search_may_reuse_recent_index_states_and_then_serves_a_whole_earlier_
     assert served(0.0) == {v2.schema_version}  # 0: read for this search
     refresh(reader, version(3, [3, 7]), keep_versions=[v2.schema_version])
     assert served(60.0) == {version(3, [3, 7]).schema_version}  # its own write dropped what it had read
+
+
+def test_over_reused_index_states_a_filters_scope_is_built_once(
+        new_client: ClientFactory, collection: str, model_provider: object, tmp_path: Path,  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A routing search over 157 datasources rebuilt their version clauses for every question:
+    over states it reuses, a store builds a filter's scope once per read of them. A filter asking
+    for fresh states, another filter, or a write through the store builds it again, and searches
+    answer as before."""
+    from nl2sql_assets.indexing import manifest
+
+    embeddings = embedding_service_for(model_provider, tmp_path / "cache")
+    store = ChromaVectorStore(new_client(), embeddings, collection_name=collection)
+    v1, v2 = version(1), version(2, [3])
+    refresh(store, v1)
+    built: list[SearchFilter] = []
+    real = manifest.scope_of
+    monkeypatch.setattr(manifest, "scope_of", lambda read, count, where: built.append(where) or real(read, count, where))
+    kept = SearchFilter(state_max_age_s=60.0)
+    first = store._manifest.scope(kept)
+    assert first is not None and store._manifest.scope(kept) is first and len(built) == 1
+    tables = SearchFilter(state_max_age_s=60.0, chunk_types=["schema.table"])
+    assert store._manifest.scope(tables) is not first and len(built) == 2
+    fresh = SearchFilter()
+    assert store._manifest.scope(fresh) is not store._manifest.scope(fresh) and len(built) == 4
+    hits = store.search("entity attribute parent", k=200, where=kept)
+    assert {h.id for h in hits} == set(texts(v1)) and len(built) == 4
+    refresh(store, v2, keep_versions=[v1.schema_version])
+    again = store._manifest.scope(kept)
+    assert again is not first and again.versions == {"wide": v2.schema_version} and len(built) == 5
+    assert {h.schema_version for h in store.search("entity attribute parent", k=200, where=kept)} == {v2.schema_version}

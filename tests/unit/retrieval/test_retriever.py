@@ -177,6 +177,32 @@ def test_batch_equals_single_questions(world: World) -> None:
         assert a.model_dump(exclude={"timings_ms"}) == b.model_dump(exclude={"timings_ms"})
 
 
+
+def test_a_batch_reads_the_visible_datasources_once_per_tenant_and_question_scope(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Routing reads which datasources a tenant sees once per batch, not once per question and
+    again in the router (two schema-store reads, about 1 ms, per routed question over 157
+    datasources); a scoped question with a tenant reads them once for both of its checks. The
+    answers and the tenant isolation are those of separate calls."""
+    retriever = world.retriever()
+    routed = [RetrievalRequest(question="doctor of each patient", tenant="acme"),
+              RetrievalRequest(question="orders of customers", tenant="acme"),
+              RetrievalRequest(question="invoice of supplier")]
+    single = [retriever.retrieve(r.question, tenant=r.tenant) for r in routed]
+    reads: list[str | None] = []
+    listed = world.schema_store.list_datasources
+    monkeypatch.setattr(world.schema_store, "list_datasources", lambda tenant=None: reads.append(tenant) or listed(tenant))
+    batch = retriever.retrieve_batch(routed)
+    # acme's two questions: once for the tenant check of each, once for their routing; None: once
+    assert sorted(reads, key=str) == [None, "acme", "acme", "acme"]
+    assert [a.model_dump(exclude={"timings_ms"}) for a in batch] == [b.model_dump(exclude={"timings_ms"}) for b in single]
+    assert {d.id for d in batch[0].datasources} <= {"shop", "clinic"}  # acme never sees globex's school
+    reads.clear()
+    retriever.retrieve("orders of customers", datasource="shop", tenant="acme")
+    assert reads == ["acme"]
+    with pytest.raises(UnknownTenantError):
+        retriever.retrieve("orders of customers", tenant="nobody")
+
 def test_authoritative_resolution_drops_hits_the_snapshot_lacks(world: World) -> None:
     real = generated_snapshot(4, datasource_id="stale", entities=("vehicle", "route", "agent"))
     ghost = Table(name="ghost_payments", primary_key=["id"],
