@@ -51,7 +51,7 @@ from ranking_fit import (Row, build_rows, cross_fit_adapters, fit_adapter, load_
 from nl2sql_assets.retrieval import word_similarity
 from nl2sql_assets.retrieval.mlp import MLPModel
 
-TABLE_TARGETS = (0.5, 0.7, 0.75, 0.8, 0.85, 0.875, 0.9, 0.95, 0.98)
+TABLE_TARGETS = (0.5, 0.7, 0.8, 0.875, 0.9, 0.93, 0.95, 0.96, 0.965, 0.97, 0.98, 0.99)
 COLUMN_TARGETS = (0.3, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
 PLAIN_K = (1, 2, 3, 5)
 

@@ -107,7 +107,7 @@ CONTEXT_MODEL = MeanLogitModel((CONTEXT_LINEAR, MLPModel.load(Path(__file__).wit
 #: benchmarks/fit_ranking_weights.py next to this module
 WITHIN_MODEL = MLPModel.load(Path(__file__).with_name("within_model.json"), WITHIN_FEATURES)
 # Confidence calibration over confidence.CONFIDENCE_FEATURES, as printed by benchmarks/fit_confidence.py.
-CONFIDENCE_MODEL = LinearModel(weights=(0.7768, 5.5397, 11.0367, -1.5703, 3.8636,), bias=-5.1877)
+CONFIDENCE_MODEL = LinearModel(weights=(0.7545, 6.2260, 11.0529, -1.5545, 3.7701,), bias=-5.0808)
 
 
 @dataclass(frozen=True)
@@ -356,6 +356,14 @@ class Selection:
     columns: dict[int, list[int]]
 
 
+def sharpened(prob: np.ndarray, sharpness: float) -> np.ndarray:
+    """``sigmoid(sharpness * logit p)``: the estimates as the table budget counts them."""
+    if sharpness == 1.0:
+        return prob
+    p = np.clip(np.asarray(prob, dtype=np.float64), 1e-12, 1.0 - 1e-12)
+    return 1.0 / (1.0 + np.exp(-sharpness * np.log(p / (1.0 - p))))
+
+
 def budget_count(probs_desc: np.ndarray, target: float, minimum: int = 1) -> int:
     """How many of the candidates (sorted by probability, highest first) to keep so that the
     estimated probability that no left-out one is needed, ``prod(1 - p)`` over the rest (taken as
@@ -375,13 +383,15 @@ def budget_count(probs_desc: np.ndarray, target: float, minimum: int = 1) -> int
 def select(index: SchemaIndex, scores: SchemaScores, *, table_threshold: float, max_tables: int,
            column_threshold: float, min_columns: int, primary_keys: bool = False,
            recall_target: float | None = None, column_recall_target: float | None = None,
-           min_columns_sent: int = 0) -> Selection:
+           min_columns_sent: int = 0, budget_sharpness: float = 1.0,
+           sharpen_max_tables: int = 0) -> Selection:
     """Tables by a per-question budget (or an adaptive cut-off), bridge tables, then key, join and
     likely columns per table.
 
     With ``recall_target`` the likeliest tables are kept until the estimated probability that
     every needed table is among them reaches the target (:func:`budget_count`; at most
-    ``max_tables``), else those whose probability reaches ``table_threshold``. With
+    ``max_tables``; on a schema of at most ``sharpen_max_tables`` tables the estimates are counted
+    :func:`sharpened` by ``budget_sharpness``), else those whose probability reaches ``table_threshold``. With
     ``column_recall_target`` columns of the selected tables are kept the same way, by the
     probability that the column is needed (its table's times its own within the table; most
     likely first, across tables), else those whose probability reaches ``column_threshold``.
@@ -395,7 +405,8 @@ def select(index: SchemaIndex, scores: SchemaScores, *, table_threshold: float, 
         return Selection([], {})
     order = [int(t) for t in np.argsort(-prob, kind="stable")]
     if recall_target is not None:
-        chosen = order[:min(max_tables, budget_count(prob[order], recall_target))]
+        counted = sharpened(prob[order], budget_sharpness) if len(prob) <= sharpen_max_tables else prob[order]
+        chosen = order[:min(max_tables, budget_count(counted, recall_target))]
     else:
         chosen = [t for t in order[:max_tables] if prob[t] >= table_threshold] or order[:1]
     tables = index.graph.connect(chosen, prob)

@@ -284,7 +284,8 @@ class SchemaRetriever:
                                    max_tables=cfg.max_tables, column_threshold=self._column_threshold(snapshot),
                                    min_columns=cfg.min_columns_per_table, primary_keys=True,
                                    recall_target=cfg.recall_target, column_recall_target=cfg.column_recall_target,
-                                   min_columns_sent=cfg.min_columns_sent)
+                                   min_columns_sent=cfg.min_columns_sent, budget_sharpness=cfg.budget_sharpness,
+                                   sharpen_max_tables=cfg.sharpen_max_tables)
         tables = []
         for t in selection.tables:
             table = snapshot.tables[t]

@@ -190,7 +190,7 @@ def test_a_persons_name_brings_the_table_of_peoples_names(tmp_path: Path, model_
 
         assert {"drivers", "results"} <= set(score), score
         assert drivers_score(named) > 3 * drivers_score(nameless)
-        result = world.retriever(RetrieverConfig(recall_target=0.9)).retrieve(question, datasource="racing")
+        result = world.retriever(RetrieverConfig(recall_target=0.99)).retrieve(question, datasource="racing")
         names = {t.name for t in result.tables}
         assert {"drivers", "results", "races"} <= names, names
         drivers = next(t for t in result.tables if t.name == "drivers")

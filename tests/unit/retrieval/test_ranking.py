@@ -6,10 +6,12 @@ import dataclasses
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from nl2sql_assets.retrieval import ranking
 from nl2sql_assets.retrieval.entity_kinds import EntityKinds
 from nl2sql_assets.retrieval.lexical import build_query_terms
+from nl2sql_assets.retrieval.models import RetrieverConfig
 from nl2sql_assets.retrieval.word_similarity import WordScores, question_words, word_scores
 from nl2sql_assets.schema.models import Column, DatasourceInfo, ForeignKey, SchemaSnapshot, Table
 from tests.retrieval_samples import CAPTURED
@@ -321,6 +323,39 @@ def test_a_question_needing_six_tables_gets_six_and_a_clear_one_gets_one() -> No
     assert set(low.tables) < set(high.tables)
     capped = ranking.select(index, vague, recall_target=0.95, **{**kw, "max_tables": 2})  # type: ignore[arg-type]
     assert set(capped.tables) >= {0, 1} and len(capped.tables) < len(high.tables)
+
+
+def test_sharpened_estimates_push_extremes_apart_and_keep_the_order() -> None:
+    p = np.array([0.9, 0.5, 0.2, 0.01])
+    s = ranking.sharpened(p, 2.0)
+    assert s[0] > 0.98 and s[1] == pytest.approx(0.5) and s[2] < 0.06 and s[3] < 1e-3
+    assert list(np.argsort(-s)) == list(np.argsort(-p))
+    assert ranking.sharpened(p, 1.0) is p
+
+
+def test_the_table_budget_counts_sharpened_estimates_only_on_schemas_up_to_the_gate() -> None:
+    # a clear first table and a tail of doubtful ones: counted as they are, the tail's doubt adds up
+    # and keeps six tables; sharpened, the tail counts for little and the budget stops early
+    probs = [0.95, 0.3, 0.2, 0.15, 0.1, 0.08, 0.05, 0.03, 0.02]
+    snap = chain(len(probs))
+    index = ranking.build_schema_index(snap)
+    scores = with_probs(index, probs)
+    kw = dict(table_threshold=0.5, max_tables=12, column_threshold=0.5, min_columns=1, recall_target=0.5)
+    plain = ranking.select(index, scores, **kw)  # type: ignore[arg-type]
+    sharp = ranking.select(index, scores, budget_sharpness=1.5, sharpen_max_tables=32, **kw)  # type: ignore[arg-type]
+    assert len(sharp.tables) < len(plain.tables)
+    assert sharp.tables == plain.tables[:len(sharp.tables)]       # the likeliest first either way
+    # a schema with more tables than the gate: the estimates count as they are (the fits saw schemas
+    # of at most 26 tables; a warehouse's fourth to sixth tables get low estimates the tail's doubt must keep)
+    gated = ranking.select(index, scores, budget_sharpness=1.5, sharpen_max_tables=len(probs) - 1, **kw)  # type: ignore[arg-type]
+    assert gated.tables == plain.tables
+
+
+def test_the_default_config_sharpens_only_schemas_no_larger_than_the_fitted_ones() -> None:
+    cfg = RetrieverConfig()
+    assert cfg.budget_sharpness > 1.0 and 26 <= cfg.sharpen_max_tables < 100
+    with pytest.raises(ValidationError, match="budget_sharpness"):
+        RetrieverConfig(budget_sharpness=0)
 
 
 def test_the_column_budget_sends_more_columns_for_a_higher_target() -> None:
