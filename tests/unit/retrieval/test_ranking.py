@@ -347,7 +347,8 @@ def test_the_table_budget_counts_sharpened_estimates_only_on_schemas_up_to_the_g
     assert sharp.tables == plain.tables[:len(sharp.tables)]       # the likeliest first either way
     # a schema with more tables than the gate: the estimates count as they are (the fits saw schemas
     # of at most 26 tables; a warehouse's fourth to sixth tables get low estimates the tail's doubt must keep)
-    gated = ranking.select(index, scores, budget_sharpness=1.5, sharpen_max_tables=len(probs) - 1, **kw)  # type: ignore[arg-type]
+    narrow_gate = len(probs) - 1
+    gated = ranking.select(index, scores, budget_sharpness=1.5, sharpen_max_tables=narrow_gate, **kw)  # type: ignore[arg-type]
     assert gated.tables == plain.tables
 
 
