@@ -74,8 +74,9 @@ def load_benchmark(name: str, dataset: Path, work: Path, embed,  # type: ignore[
     return build_rows([q for q in questions if q["db"] in dbs], dbs, embed, word_meaning)
 
 
-def folds_of(rows: list[Row], k: int) -> list[set[str]]:
-    """Database-grouped folds; each benchmark's databases dealt round-robin after a seeded shuffle."""
+def folds_of(rows: list[Row], k: int, seed: str = "") -> list[set[str]]:
+    """Database-grouped folds; each benchmark's databases dealt round-robin after a seeded shuffle
+    (``seed`` "" is the split every figure in the README comes from; another gives another split)."""
     folds: list[set[str]] = [set() for _ in range(k)]
     by_bench: dict[str, list[str]] = defaultdict(list)
     for db in sorted({str(r["db"]) for r in rows}):
@@ -83,7 +84,7 @@ def folds_of(rows: list[Row], k: int) -> list[set[str]]:
     offset = 0
     for bench in sorted(by_bench):
         names = by_bench[bench]
-        random.Random(bench).shuffle(names)
+        random.Random(bench + seed).shuffle(names)
         for i, db in enumerate(names):
             folds[(i + offset) % k].add(db)
         offset += len(names)
@@ -122,7 +123,8 @@ def report(rows: list[Row], table_target: float | None = None, column_target: fl
     return out
 
 
-def run_folds(rows: list[Row], k: int, max_train: int, iters: int, adapter_model: str | None = None) -> None:
+def run_folds(rows: list[Row], k: int, max_train: int, iters: int, adapter_model: str | None = None,
+              seed: str = "") -> None:
     """Write held-out outputs into every row: fold by fold, fit on the rest, apply to the fold.
 
     With ``adapter_model`` (the embedding model's key) a query adapter is fitted on the rest too
@@ -130,7 +132,7 @@ def run_folds(rows: list[Row], k: int, max_train: int, iters: int, adapter_model
     their own databases (``ranking_fit.cross_fit_adapters``), as the shipped fit does."""
     rng = random.Random(13)
     held: dict[int, dict[str, object]] = {}
-    for i, fold in enumerate(folds_of(rows, k)):
+    for i, fold in enumerate(folds_of(rows, k, seed)):
         test = [r for r in rows if r["db"] in fold]
         rest = [r for r in rows if r["db"] not in fold]
         train = rng.sample(rest, max_train) if len(rest) > max_train else rest
@@ -161,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bench", type=parse_bench, action="append", required=True,
                         help="NAME=DATASET_DIR:WORK_DIR (repeatable; the work folder retrieval_quality.py indexed)")
     parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--fold-seed", default="", help="another split of the databases into folds (default: the README's)")
     parser.add_argument("--max-train", type=int, default=5000, help="training questions per fold (random draw)")
     parser.add_argument("--iters", type=int, default=1500, help="optimizer steps per logistic fit")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
@@ -205,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             r.update({k: saved[f"{k}{i}"] for k in keys})
     else:
         run_folds(rows, args.folds, args.max_train, args.iters,
-                  None if args.no_query_adapter else embed.identity.key)  # type: ignore[union-attr]
+                  None if args.no_query_adapter else embed.identity.key, args.fold_seed)  # type: ignore[union-attr]
     if args.save:
         np.savez(args.save, **{f"{k}{i}": r[k] for i, r in enumerate(rows) for k in keys})
     out = {"folds": args.folds, "max_train": args.max_train, "questions": len(rows),
