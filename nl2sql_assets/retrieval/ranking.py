@@ -361,7 +361,7 @@ def sharpened(prob: np.ndarray, sharpness: float) -> np.ndarray:
     if sharpness == 1.0:
         return prob
     p = np.clip(np.asarray(prob, dtype=np.float64), 1e-12, 1.0 - 1e-12)
-    return 1.0 / (1.0 + np.exp(-sharpness * np.log(p / (1.0 - p))))
+    return sigmoid(sharpness * np.log(p / (1.0 - p)))
 
 
 def budget_count(probs_desc: np.ndarray, target: float, minimum: int = 1) -> int:

@@ -335,7 +335,7 @@ def test_sharpened_estimates_push_extremes_apart_and_keep_the_order() -> None:
 
 def test_the_table_budget_counts_sharpened_estimates_only_on_schemas_up_to_the_gate() -> None:
     # a clear first table and a tail of doubtful ones: counted as they are, the tail's doubt adds up
-    # and keeps six tables; sharpened, the tail counts for little and the budget stops early
+    # and keeps a second table; sharpened, the tail counts for little and the first one is enough
     probs = [0.95, 0.3, 0.2, 0.15, 0.1, 0.08, 0.05, 0.03, 0.02]
     snap = chain(len(probs))
     index = ranking.build_schema_index(snap)
