@@ -56,7 +56,7 @@ FREE = {"log_columns"}
 
 
 def collect(bench: str, dataset: Path, work: Path, count: int, route_k: int | None = None,
-            lexical: int | None = None) -> list[dict[str, object]]:
+            lexical: int | None = None, meaning: int | None = None) -> list[dict[str, object]]:
     """One record per question: its database, wording, the candidates and their features."""
     from nl2sql_assets.config import Settings
     from nl2sql_assets.retrieval.models import RetrievalRequest, RetrieverConfig
@@ -72,6 +72,8 @@ def collect(bench: str, dataset: Path, work: Path, count: int, route_k: int | No
         overrides["route_k"] = route_k
     if lexical is not None:
         overrides["route_lexical_candidates"] = lexical
+    if meaning is not None:
+        overrides["route_meaning_candidates"] = meaning
     config = RetrieverConfig(**overrides)
     with SchemaRetriever.from_settings(Settings.from_env(), config=config) as retriever:
         for start in range(0, len(questions), BATCH):
@@ -254,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="vector hits per query text routing looks at (RetrieverConfig.route_k; default its default)")
     parser.add_argument("--lexical-candidates", type=int, default=None,
                         help="datasources added by vocabulary (RetrieverConfig.route_lexical_candidates; default: its default)")
+    parser.add_argument("--meaning-candidates", type=int, default=None,
+                        help="datasources added by word meaning (RetrieverConfig.route_meaning_candidates; default: its default)")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--iters", type=int, default=3000)
     parser.add_argument("--loss", choices=("softmax", "binary"), default="softmax",
@@ -267,11 +271,13 @@ def main(argv: list[str] | None = None) -> int:
         records = pickle.loads(args.load.read_bytes())
     else:
         records = [r for name, dataset, work in args.bench
-                   for r in collect(name, dataset, work, args.candidates, args.route_k, args.lexical_candidates)]
+                   for r in collect(name, dataset, work, args.candidates, args.route_k, args.lexical_candidates,
+                                   args.meaning_candidates)]
     if args.save is not None:
         args.save.write_bytes(pickle.dumps(records))
     collected = time.perf_counter() - started
-    out = {"candidates": args.candidates, "lexical_candidates": args.lexical_candidates, "loss": args.loss,
+    out = {"candidates": args.candidates, "lexical_candidates": args.lexical_candidates,
+           "meaning_candidates": args.meaning_candidates, "loss": args.loss,
            "folds": args.folds, "questions": len(records),
            "collect_s": round(collected, 1), **held_out_routing(records, args.folds, args.iters, args.loss)}
     w, b = out.pop("model")  # type: ignore[misc]

@@ -133,7 +133,7 @@ class RetrieverConfig(_Frozen):
             databases, a floor of 6 once raised every gold column found from 76% to 85% of the
             questions, at 33% of the columns instead of 26%; 0 turns it off). 5 with a column
             target of 0.8 finds more columns on every benchmark than 6 with 0.75, within the same
-            shares of the columns (README, *Benchmarks*).
+            shares of the columns (docs/retrieval-quality.md).
         small_schema_columns: when > 0, a datasource with at most this many columns is sent
             whole (``fallback: "small_schema"``); 0 turns the shortcut off.
         dense_k: at most this many chunks per query text are read from the vector store for a
@@ -147,6 +147,8 @@ class RetrieverConfig(_Frozen):
         route_k: vector hits per query text that routing looks at.
         route_lexical_candidates: besides those, up to this many datasources whose vocabulary holds
             most of the question's words (idf over every visible datasource) are scored in full.
+        route_meaning_candidates: and up to this many whose table and column names mean most of the
+            question's words, one word at a time ("vocalists" for ``singer``).
         infer_joins: join tables on same-named key columns where no foreign key is declared.
         word_meaning: match the question's words to the schema's words by meaning, one word at a
             time ("vocalists" for ``singer``): each schema word is embedded once per version, on
@@ -172,6 +174,7 @@ class RetrieverConfig(_Frozen):
     route_candidates: int = Field(default=12, ge=1)
     route_k: int = Field(default=40, ge=1)
     route_lexical_candidates: int = Field(default=2, ge=0)
+    route_meaning_candidates: int = Field(default=2, ge=0)
     infer_joins: bool = True
     word_meaning: bool = True
     query_adapter: bool = True

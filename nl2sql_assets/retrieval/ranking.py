@@ -107,7 +107,7 @@ CONTEXT_MODEL = MeanLogitModel((CONTEXT_LINEAR, MLPModel.load(Path(__file__).wit
 #: benchmarks/fit_ranking_weights.py next to this module
 WITHIN_MODEL = MLPModel.load(Path(__file__).with_name("within_model.json"), WITHIN_FEATURES)
 # Confidence calibration over confidence.CONFIDENCE_FEATURES, as printed by benchmarks/fit_confidence.py.
-CONFIDENCE_MODEL = LinearModel(weights=(0.7545, 6.2260, 11.0529, -1.5545, 3.7701,), bias=-5.0808)
+CONFIDENCE_MODEL = LinearModel(weights=(0.7540, 6.3413, 11.0111, -1.5175, 3.7442,), bias=-5.0574)
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,15 @@ its dense evidence (:func:`route_dense`: per query text its best hit, its best t
 datasource hit, its share of all hits). The best few by dense evidence
 (``RetrieverConfig.route_candidates``), and the few whose vocabulary holds most of the
 question's words (``route_lexical_candidates``: a question naming a schema's words reaches it
-when its dense evidence does not), are then scored in full by a small logistic model
+when its dense evidence does not), and the few whose names mean most of them word by word
+(``route_meaning_candidates``, :mod:`~nl2sql_assets.retrieval.route_meaning`: a question in
+synonyms), are then scored in full by a small logistic model
 (:data:`ROUTE_MODEL` over :data:`ROUTE_FEATURES`): the dense evidence, an identifier the question
 names, how much of the question's vocabulary each candidate holds (weighted by how few
 candidates share each word), by its best table and by its best column, and how much of it each
 candidate means word by word (:mod:`~nl2sql_assets.retrieval.word_similarity`: "vocalists" for
-a ``singer`` table), and how wide its schema is (``log_columns``, up to :data:`ROUTE_COLUMNS_CAP`
+a ``singer`` table), the same share idf-weighted over every visible datasource
+(``meaning_share``), and how wide its schema is (``log_columns``, up to :data:`ROUTE_COLUMNS_CAP`
 columns, the one weight free to be negative: a schema of many columns matches some of any question
 by chance). The weights were fitted
 by ``benchmarks/fit_routing.py`` on BIRD dev and Spider train (all databases of a benchmark
@@ -25,6 +28,7 @@ schema.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,13 +38,14 @@ from nl2sql_assets.indexing.models import SearchFilter, SearchHit
 from nl2sql_assets.retrieval.models import RankedDatasource, RetrieverConfig
 from nl2sql_assets.retrieval.query import Query
 from nl2sql_assets.retrieval.ranking import LinearModel
+from nl2sql_assets.retrieval.route_meaning import MeaningIndex, best_by_meaning
 from nl2sql_assets.retrieval.schema_cache import SchemaCache
 from nl2sql_assets.retrieval.vector_search import ROUTE_CHUNKS, VectorSearch
 from nl2sql_assets.schema.protocol import SchemaStore
 
 ROUTE_FEATURES = ("dense_mean", "dense_table", "dense_best", "hit_share", "dense_gap", "mention", "overlap",
                   "overlap_share", "table_name_cov", "table_coverage", "column_name_cov", "tables_named",
-                  "columns_named", "word_coverage", "word_table_coverage", "log_columns")
+                  "columns_named", "word_coverage", "word_table_coverage", "log_columns", "meaning_share")
 #: caps of the counts of tables and of columns whose every name word the question holds
 NAMED_CAPS = (3.0, 5.0)
 #: ``log_columns`` counts at most this many columns: the fit saw mostly schemas of 10 to 100
@@ -48,9 +53,9 @@ NAMED_CAPS = (3.0, 5.0)
 #: small schemas of other benchmarks (all 157 databases indexed together, held out: BIRD top-1
 #: 88.9% without the feature, 84.4% uncapped, 87.7% capped; Spider 73.0%, 75.1%, 74.8%)
 ROUTE_COLUMNS_CAP = 64
-# Fitted by benchmarks/fit_routing.py --candidates 12 --lexical-candidates 2 (softmax over each
-# question's candidates; printed as-is).
-ROUTE_MODEL = LinearModel(weights=(8.4655, 4.3969, 0.9424, 1.9023, 3.5686, 0.0770, 0.3697, 0.0000, 0.0000, 0.0000, 0.4182, 0.6358, 0.1947, 4.0430, 3.8488, -1.0842,), bias=-8.6982)
+# Fitted by benchmarks/fit_routing.py --candidates 12 --lexical-candidates 2 --meaning-candidates 2
+# (softmax over each question's candidates; printed as-is).
+ROUTE_MODEL = LinearModel(weights=(8.4760, 4.0058, 0.9666, 1.9100, 3.4650, 0.0508, 0.2907, 0.0000, 0.0000, 0.0000, 0.4383, 0.6467, 0.2008, 1.7644, 3.8820, -1.0754, 2.7608,), bias=-8.4583)
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,7 @@ class DatasourceRouter:
         self.search = search
         self.config = config
         self._vocabularies: dict[str, tuple[tuple[tuple[str, str], ...], int, dict[str, list[str]]]] = {}
+        self._meanings: dict[str, tuple[tuple[tuple[str, str], ...], MeaningIndex]] = {}
 
     def route(self, q: Query, versions: dict[str, str] | None) -> tuple[list[RankedDatasource], str | None]:
         """Rank the visible datasources; the second value names a failure (then routing was lexical)."""
@@ -137,6 +143,16 @@ class DatasourceRouter:
                 if ds not in dense:
                     dense[ds] = absent
                     pre[ds] = absent["mean"] + absent["table"]
+        meaning = self._meaning(q, visible, versions) if versions is not None else {}
+        if names and rest and self.config.route_meaning_candidates and meaning:
+            extra = best_by_meaning(meaning, set(names), self.config.route_meaning_candidates)
+            names += extra
+            rest = [d for d in rest if d not in extra]
+            absent = absent_dense(hits)
+            for ds in extra:
+                if ds not in dense:
+                    dense[ds] = absent
+                    pre[ds] = absent["mean"] + absent["table"]
         best = max(pre.values(), default=0.0)
         lexical = self._lexical(q, names, versions)
         rows = []
@@ -144,7 +160,8 @@ class DatasourceRouter:
             f = dense.get(ds)
             d_row = ([f["mean"], f["table"], f["best"], f["share"], pre[ds] - best] if f is not None
                      else [0.0, 0.0, 0.0, 0.0, 0.0])
-            rows.append(d_row + lexical.get(ds, [0.0] * (len(ROUTE_FEATURES) - len(d_row))))
+            rows.append(d_row + lexical.get(ds, [0.0] * (len(ROUTE_FEATURES) - len(d_row) - 1))
+                        + [meaning.get(ds, 0.0)])
         features = np.array(rows, dtype=np.float64).reshape(len(names), len(ROUTE_FEATURES))
         return RouteCandidates(names=names, features=features, rest=rest, failure=failure)
 
@@ -164,6 +181,42 @@ class DatasourceRouter:
                 score[ds] = score.get(ds, 0.0) + idf
         ranked = sorted((-v, ds) for ds, v in score.items() if ds not in taken and v > 0)
         return [ds for _, ds in ranked[:count]]
+
+    def _meaning(self, q: Query, visible: list[str], versions: dict[str, str]) -> dict[str, float]:
+        """Per visible datasource, the share of the question's words its names mean
+        (:mod:`~nl2sql_assets.retrieval.route_meaning`); empty without word vectors."""
+        if q.word_vectors is None or not len(q.word_vectors):
+            return {}
+        index = self._meaning_index(q.request.tenant, visible, versions, q.word_vectors.shape[1])
+        shares = index.scores(q.word_vectors, q.words)
+        return dict(zip(index.datasources, shares.tolist(), strict=True))
+
+    def _meaning_index(self, tenant: str, visible: list[str], versions: dict[str, str], dim: int) -> MeaningIndex:
+        """Every indexed visible datasource's name words pooled, kept per tenant until a live version
+        changes (each schema's name words are embedded once per version, through the embedding cache)."""
+        key = tuple((ds, versions[ds]) for ds in visible if ds in versions)
+        kept = self._meanings.get(tenant)
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        parts: list[tuple[str, Sequence[str], np.ndarray]] = []
+        thesaurus = None
+        complete = True
+        for ds, live in key:
+            try:
+                cached = self.schemas.resolve(ds, None, live)
+            except SchemaVersionNotFoundError:
+                continue
+            vectors = self.schemas.name_vectors(cached, dim)
+            if vectors is None:
+                complete = False
+                continue
+            words = cached.index.words
+            parts.append((ds, words.tokens[:words.n_named], vectors))
+            thesaurus = thesaurus or words.thesaurus
+        index = MeaningIndex.build(parts, thesaurus)
+        if complete:  # a schema whose words could not be embedded is tried again next time
+            self._meanings[tenant] = (key, index)
+        return index
 
     def _postings(self, tenant: str, visible: list[str], versions: dict[str, str]) -> tuple[int, dict[str, list[str]]]:
         """Which indexed datasources hold each word, kept per tenant until a live version changes

@@ -44,6 +44,8 @@ class CachedSchema:
     chunk_pos: dict[str, tuple[str, tuple[int, ...]]]
     # the schema's words embedded one by one (index.words.tokens), on the first question that needs them
     token_vectors: np.ndarray | None = None
+    # only its name words' (the first index.words.n_named tokens), for routing by meaning
+    name_vectors: np.ndarray | None = None
 
 
 def build_cached(snapshot: SchemaSnapshot, *, infer_joins: bool) -> CachedSchema:
@@ -140,20 +142,50 @@ class SchemaCache:
                     question_words: Sequence[str] | None = None) -> WordScores | None:
         """The question's word vectors (rows: ``question_words``, whose thesaurus pairs count too)
         against the schema's words, embedded on first use per version."""
-        if word_vectors is None or not len(word_vectors) or self.embed_words is None:
+        if word_vectors is None or not len(word_vectors):
+            return None
+        vectors = self.token_vectors(cached, word_vectors.shape[1])
+        if vectors is None:
+            return None
+        return word_scores(cached.index.words, vectors, word_vectors, question_words)
+
+    def token_vectors(self, cached: CachedSchema, dim: int) -> np.ndarray | None:
+        """The schema's words' vectors (``index.words.tokens``), embedded on first use per version;
+        None without a model or while it fails (the next question retries)."""
+        if self.embed_words is None:
             return None
         vectors = cached.token_vectors
         if vectors is None:  # two threads may both embed; the vectors are the same
             tokens = list(cached.index.words.tokens)
             try:
                 vectors = (np.asarray(self.embed_words(tokens), dtype=np.float32) if tokens
-                           else np.zeros((0, word_vectors.shape[1]), dtype=np.float32))
-            except EmbeddingError as exc:  # the answer goes on without word meaning; the next question retries
+                           else np.zeros((0, dim), dtype=np.float32))
+            except EmbeddingError as exc:  # the answer goes on without word meaning
                 log.warning("datasource %s: word meaning unavailable this time: %s",
                             cached.snapshot.datasource.id, exc)
                 return None
             cached.token_vectors = vectors
-        return word_scores(cached.index.words, vectors, word_vectors, question_words)
+        return vectors
+
+    def name_vectors(self, cached: CachedSchema, dim: int) -> np.ndarray | None:
+        """The vectors of the schema's name words (``index.words.tokens[:n_named]``): from the
+        whole vocabulary's when embedded, else embedded alone, so that routing over many
+        datasources does not embed every description's words; None as :meth:`token_vectors`."""
+        named = cached.index.words.n_named
+        if cached.token_vectors is not None:
+            return cached.token_vectors[:named]
+        if cached.name_vectors is None:
+            if self.embed_words is None:
+                return None
+            tokens = list(cached.index.words.tokens[:named])
+            try:
+                cached.name_vectors = (np.asarray(self.embed_words(tokens), dtype=np.float32) if tokens
+                                       else np.zeros((0, dim), dtype=np.float32))
+            except EmbeddingError as exc:
+                log.warning("datasource %s: word meaning unavailable this time: %s",
+                            cached.snapshot.datasource.id, exc)
+                return None
+        return cached.name_vectors
 
     def _latest(self, datasource: str) -> SchemaSnapshot:
         snapshot = self.store.get_latest(datasource)

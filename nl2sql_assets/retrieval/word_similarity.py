@@ -153,7 +153,7 @@ class SchemaWords:
             for tok, i in position.items():
                 if i >= named:  # name words only: a description's words say too much by chance
                     break
-                for w in _entry(thesaurus, tok):
+                for w in synonym_entry(thesaurus, tok):
                     links.setdefault(w, set()).add(i)
         return cls(tokens=tuple(position), col_owner=col[0], col_token=col[1], col_weight=col[2],
                    table_owner=tab[0], table_token=tab[1], table_weight=tab[2],
@@ -172,7 +172,7 @@ class SchemaWords:
             if w in self.position:  # the question says the schema's own word: nothing to translate
                 continue
             hits = set(self.links.get(w, ()))
-            for x in _entry(self.thesaurus, w):
+            for x in synonym_entry(self.thesaurus, w):
                 i = self.position.get(x, self.n_named)
                 if i < self.n_named:
                     hits.add(i)
@@ -181,7 +181,8 @@ class SchemaWords:
         return out
 
 
-def _entry(thesaurus: Thesaurus, word: str) -> frozenset[str]:
+def synonym_entry(thesaurus: Thesaurus, word: str) -> frozenset[str]:
+    """The thesaurus's synonyms of ``word``, none where the entry is too long to mean one sense."""
     found = thesaurus.related(word)
     return found if THESAURUS_MAX_SYNONYMS is None or len(found) <= THESAURUS_MAX_SYNONYMS else frozenset()
 

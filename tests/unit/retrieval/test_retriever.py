@@ -96,9 +96,11 @@ def test_routing_adds_the_datasources_whose_vocabulary_holds_the_question(world:
     world.add(generated_snapshot(4, datasource_id="garage", tenant="acme", entities=("mechanic", "vehicle")))
     world.add(generated_snapshot(5, datasource_id="farm", tenant="acme", entities=("field", "tractor")))
     question = [RetrievalRequest(question="which mechanic repaired the vehicle of each customer", tenant="acme")]
-    [dense_only] = world.retriever(RetrieverConfig(route_lexical_candidates=0)).route_candidates(question, count=1)
+    [dense_only] = world.retriever(RetrieverConfig(route_lexical_candidates=0, route_meaning_candidates=0)).route_candidates(
+        question, count=1)
     assert len(dense_only.names) == 1 and len(dense_only.rest) == 3
-    [both] = world.retriever(RetrieverConfig(route_lexical_candidates=2)).route_candidates(question, count=1)
+    [both] = world.retriever(RetrieverConfig(route_lexical_candidates=2, route_meaning_candidates=0)).route_candidates(
+        question, count=1)
     # the dense choice, then the datasources holding the question's words, best first; "farm" holds none
     assert both.names[0] == dense_only.names[0]
     assert set(both.names) <= {"garage", "shop", "clinic"} and "farm" not in both.names
@@ -110,7 +112,8 @@ def test_routing_adds_the_datasources_whose_vocabulary_holds_the_question(world:
     overlap = ROUTE_FEATURES.index("overlap")
     assert by_name["garage"][overlap] > 0.0
     # the vocabularies are kept, and read again once the indexed versions change
-    retriever = world.retriever(RetrieverConfig(route_lexical_candidates=1, live_version_ttl_s=0))
+    retriever = world.retriever(RetrieverConfig(route_lexical_candidates=1, route_meaning_candidates=0,
+                                                live_version_ttl_s=0))
     asked = [RetrievalRequest(question="which baker baked the loaf", tenant="acme")]
     [before] = retriever.route_candidates(asked, count=1)
     world.add(generated_snapshot(6, datasource_id="bakery", tenant="acme", entities=("baker", "loaf")))
