@@ -136,23 +136,11 @@ class DatasourceRouter:
             names, rest = sorted(visible), []
         elif self.config.route_lexical_candidates:
             extra = self._by_vocabulary(q, visible, versions, set(names), self.config.route_lexical_candidates)
-            names += extra
-            rest = [d for d in rest if d not in extra]
-            absent = absent_dense(hits)
-            for ds in extra:
-                if ds not in dense:
-                    dense[ds] = absent
-                    pre[ds] = absent["mean"] + absent["table"]
+            rest = join_candidates(extra, names, rest, dense, pre, hits)
         meaning = self._meaning(q, visible, versions) if versions is not None else {}
         if names and rest and self.config.route_meaning_candidates and meaning:
             extra = best_by_meaning(meaning, set(names), self.config.route_meaning_candidates)
-            names += extra
-            rest = [d for d in rest if d not in extra]
-            absent = absent_dense(hits)
-            for ds in extra:
-                if ds not in dense:
-                    dense[ds] = absent
-                    pre[ds] = absent["mean"] + absent["table"]
+            rest = join_candidates(extra, names, rest, dense, pre, hits)
         best = max(pre.values(), default=0.0)
         lexical = self._lexical(q, names, versions)
         rows = []
@@ -277,6 +265,19 @@ class DatasourceRouter:
                        min(NAMED_CAPS[1], float((cols["name_cov"] >= 0.999).sum())), *meanings[ds],
                        math.log1p(min(len(idx.lexical.columns), ROUTE_COLUMNS_CAP))]
         return out
+
+
+def join_candidates(extra: list[str], names: list[str], rest: list[str], dense: dict[str, dict[str, float]],
+                    pre: dict[str, float], hits: list[list[SearchHit]]) -> list[str]:
+    """Add ``extra`` to ``names`` (in place), those without a hit getting :func:`absent_dense`
+    evidence in ``dense`` and ``pre``; returns ``rest`` without them."""
+    names += extra
+    absent = absent_dense(hits)
+    for ds in extra:
+        if ds not in dense:
+            dense[ds] = absent
+            pre[ds] = absent["mean"] + absent["table"]
+    return [d for d in rest if d not in extra]
 
 
 def absent_dense(hits: list[list[SearchHit]]) -> dict[str, float]:

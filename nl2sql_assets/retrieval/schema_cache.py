@@ -152,20 +152,9 @@ class SchemaCache:
     def token_vectors(self, cached: CachedSchema, dim: int) -> np.ndarray | None:
         """The schema's words' vectors (``index.words.tokens``), embedded on first use per version;
         None without a model or while it fails (the next question retries)."""
-        if self.embed_words is None:
-            return None
-        vectors = cached.token_vectors
-        if vectors is None:  # two threads may both embed; the vectors are the same
-            tokens = list(cached.index.words.tokens)
-            try:
-                vectors = (np.asarray(self.embed_words(tokens), dtype=np.float32) if tokens
-                           else np.zeros((0, dim), dtype=np.float32))
-            except EmbeddingError as exc:  # the answer goes on without word meaning
-                log.warning("datasource %s: word meaning unavailable this time: %s",
-                            cached.snapshot.datasource.id, exc)
-                return None
-            cached.token_vectors = vectors
-        return vectors
+        if cached.token_vectors is None:  # two threads may both embed; the vectors are the same
+            cached.token_vectors = self._embed(cached, list(cached.index.words.tokens), dim)
+        return cached.token_vectors
 
     def name_vectors(self, cached: CachedSchema, dim: int) -> np.ndarray | None:
         """The vectors of the schema's name words (``index.words.tokens[:n_named]``): from the
@@ -175,17 +164,22 @@ class SchemaCache:
         if cached.token_vectors is not None:
             return cached.token_vectors[:named]
         if cached.name_vectors is None:
-            if self.embed_words is None:
-                return None
-            tokens = list(cached.index.words.tokens[:named])
-            try:
-                cached.name_vectors = (np.asarray(self.embed_words(tokens), dtype=np.float32) if tokens
-                                       else np.zeros((0, dim), dtype=np.float32))
-            except EmbeddingError as exc:
-                log.warning("datasource %s: word meaning unavailable this time: %s",
-                            cached.snapshot.datasource.id, exc)
-                return None
+            cached.name_vectors = self._embed(cached, list(cached.index.words.tokens[:named]), dim)
         return cached.name_vectors
+
+    def _embed(self, cached: CachedSchema, tokens: list[str], dim: int) -> np.ndarray | None:
+        """``tokens``' vectors; None without a model or when it fails (the answer goes on without
+        word meaning, and the next question retries)."""
+        if self.embed_words is None:
+            return None
+        if not tokens:
+            return np.zeros((0, dim), dtype=np.float32)
+        try:
+            return np.asarray(self.embed_words(tokens), dtype=np.float32)
+        except EmbeddingError as exc:
+            log.warning("datasource %s: word meaning unavailable this time: %s",
+                        cached.snapshot.datasource.id, exc)
+            return None
 
     def _latest(self, datasource: str) -> SchemaSnapshot:
         snapshot = self.store.get_latest(datasource)
