@@ -97,9 +97,9 @@ VALUE_HIT_WEIGHT = 3.0  # by hand: see the module docstring
 
 # Fitted weights (logistic regression, L2, C=1, out-of-fold stacking), as printed by
 # benchmarks/fit_ranking_weights.py (or heldout.py --weights) on BIRD dev + Spider train.
-COLUMN_MODEL = LinearModel(weights=(0.0000, 4.5520, 2.9336, 0.0000, 0.4494, 0.0000, 0.7448, 1.1656, 4.3258, 1.2615, 1.6949, 0.0000, 1.3341, 0.6392, 1.0549, 0.0000, 0.0000, 0.7088, 0.0000, 8.3744, 2.0694, 1.0070,), bias=-5.2492)
-TABLE_MODEL = LinearModel(weights=(0.0000, 0.9646, 0.0000, 0.0953, 0.4806, 0.0000, 0.5397, 0.0000, 3.5875, 0.0039, 40.1999, 0.6543, 0.5234, 0.1307, 0.5225, 0.1002, 0.1521, 0.0000, 0.0000, 0.1304, -0.2125, 0.1090, 0.0292, 5.1987, 2.0196, 2.3772, 0.0000, 0.0000,), bias=-3.3198)
-CONTEXT_LINEAR = LinearModel(weights=(0.0000, 1.3657, 3.6062, 0.8363, -0.0343, 1.3011, 0.3750, 0.5668, 7.3829, 0.0000, 0.4566, 0.0000, 0.0603, 0.0000, 0.0000, 0.3586, 0.0000, 1.5474, 0.0000, 47.4555, 0.3850, 0.1910, 0.0646, 0.4490, 0.0808, 0.1476, 0.0000, 0.0000, 0.0387, -0.2422, -0.0644, 0.0000, 5.8182, 1.4390, 1.2296, 0.0000, 0.0000,), bias=-3.4361)
+COLUMN_MODEL = LinearModel(weights=(0.0000, 4.5346, 2.9285, 0.0000, 0.4707, 0.0000, 0.7460, 1.1659, 4.3356, 1.2562, 1.6714, 0.0000, 1.3336, 0.6383, 1.0596, 0.0000, 0.0000, 0.6962, 0.0000, 8.3598, 2.0665, 1.0498,), bias=-5.2609)
+TABLE_MODEL = LinearModel(weights=(0.0000, 0.9393, 0.0000, 0.0700, 0.4815, 0.0000, 0.5367, 0.0000, 3.5775, 0.0039, 40.4203, 0.6636, 0.5169, 0.1257, 0.4964, 0.1020, 0.1566, 0.0000, 0.0000, 0.1302, -0.2077, 0.1124, 0.0519, 5.3864, 2.0476, 2.4520, 0.0000, 0.0000,), bias=-3.3721)
+CONTEXT_LINEAR = LinearModel(weights=(0.0000, 1.3342, 3.6139, 0.8181, -0.0099, 1.3070, 0.4646, 0.5723, 7.0255, 0.0000, 0.4087, 0.0000, 0.0322, 0.0000, 0.0000, 0.3607, 0.0000, 1.5585, 0.0000, 47.7944, 0.3793, 0.2028, 0.0642, 0.4445, 0.0619, 0.1795, 0.0000, 0.0000, 0.0334, -0.2353, -0.0630, 0.0000, 5.8248, 1.4145, 1.3164, 0.0000, 0.0000,), bias=-3.5085)
 #: the context stage: the mean of CONTEXT_LINEAR's logit and a network's (written next to this module)
 CONTEXT_MODEL = MeanLogitModel((CONTEXT_LINEAR, MLPModel.load(Path(__file__).with_name("context_model.json"),
                                                               CONTEXT_FEATURES + TABLE_FEATURES)))
@@ -107,7 +107,7 @@ CONTEXT_MODEL = MeanLogitModel((CONTEXT_LINEAR, MLPModel.load(Path(__file__).wit
 #: benchmarks/fit_ranking_weights.py next to this module
 WITHIN_MODEL = MLPModel.load(Path(__file__).with_name("within_model.json"), WITHIN_FEATURES)
 # Confidence calibration over confidence.CONFIDENCE_FEATURES, as printed by benchmarks/fit_confidence.py.
-CONFIDENCE_MODEL = LinearModel(weights=(0.7540, 6.3413, 11.0111, -1.5175, 3.7442,), bias=-5.0574)
+CONFIDENCE_MODEL = LinearModel(weights=(0.7611, 6.4875, 10.8836, -1.5165, 3.7968,), bias=-5.0094)
 
 
 @dataclass(frozen=True)

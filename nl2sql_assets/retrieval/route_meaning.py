@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nl2sql_assets.retrieval.thesaurus import Thesaurus
+from nl2sql_assets.retrieval.word_list import WordList
 from nl2sql_assets.retrieval.word_similarity import THESAURUS_STRENGTH, scaled, synonym_entry
 
 
@@ -32,7 +32,7 @@ class MeaningIndex:
     vectors: np.ndarray
     pair_owner: np.ndarray
     pair_token: np.ndarray
-    thesaurus: Thesaurus | None = None
+    thesaurus: WordList | None = None
     #: per word, the name words whose thesaurus entries list it
     links: dict[str, tuple[int, ...]] = field(default_factory=dict)
     #: each word's position in ``tokens``
@@ -40,7 +40,7 @@ class MeaningIndex:
 
     @classmethod
     def build(cls, per_datasource: Sequence[tuple[str, Sequence[str], np.ndarray]],
-              thesaurus: Thesaurus | None = None) -> MeaningIndex:
+              thesaurus: WordList | None = None) -> MeaningIndex:
         """``per_datasource``: (datasource, its name words, their vectors), one row a word."""
         position: dict[str, int] = {}
         rows: list[np.ndarray] = []

@@ -55,7 +55,7 @@ NAMED_CAPS = (3.0, 5.0)
 ROUTE_COLUMNS_CAP = 64
 # Fitted by benchmarks/fit_routing.py --candidates 12 --lexical-candidates 2 --meaning-candidates 2
 # (softmax over each question's candidates; printed as-is).
-ROUTE_MODEL = LinearModel(weights=(8.4760, 4.0058, 0.9666, 1.9100, 3.4650, 0.0508, 0.2907, 0.0000, 0.0000, 0.0000, 0.4383, 0.6467, 0.2008, 1.7644, 3.8820, -1.0754, 2.7608,), bias=-8.4583)
+ROUTE_MODEL = LinearModel(weights=(8.2203, 4.0587, 1.2350, 1.9177, 3.4035, 0.0503, 0.2806, 0.0000, 0.0000, 0.0000, 0.4345, 0.6326, 0.1992, 2.8786, 3.6995, -1.1068, 2.3783,), bias=-8.8218)
 
 
 @dataclass(frozen=True)

