@@ -19,20 +19,17 @@ import json
 from pathlib import Path
 
 from nl2sql_assets.retrieval.lexical import words
-from nl2sql_assets.retrieval.thesaurus import Thesaurus, moby_path
+from nl2sql_assets.retrieval.thesaurus import Thesaurus, default_thesaurus
 from nl2sql_assets.retrieval.word_list import WordList
 from nl2sql_assets.retrieval.word_similarity import synonym_entry
-from nl2sql_assets.retrieval.wordnet import WordNet, wordnet_path
+from nl2sql_assets.retrieval.wordnet import WordNet
 
 
 def lists() -> dict[str, WordList]:
-    """The installed word lists by name (a missing package is left out)."""
-    out: dict[str, WordList] = {}
-    if (moby := moby_path()) is not None:
-        out["moby"] = Thesaurus(moby)
-    if (root := wordnet_path()) is not None:
-        out["wordnet"] = WordNet(root)
-    return out
+    """The word lists the retriever joins, by name (a missing package is left out, logged)."""
+    joined = default_thesaurus()
+    names = {Thesaurus: "moby", WordNet: "wordnet"}
+    return {names[type(source)]: source for source in (joined.sources if joined is not None else ())}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -75,12 +75,10 @@ class WordNet(CachedWordList):
 
     def _sense(self, data: dict[str, DataFile], pos: str, offset: int) -> tuple[list[str], list[tuple[str, str, int]]]:
         """A sense's single words and its pointers (symbol, part of speech file, offset)."""
-        mapped = data[pos].mapped
-        start = data[pos].start(offset)
-        if start is None:
+        line = data[pos].line(offset)
+        if line is None:
             return [], []  # an offset no line carries: a damaged file links nothing
-        end = mapped.find(b"\n", start)
-        fields = mapped[start:end if end >= 0 else len(mapped)].decode("latin-1").split(" | ", 1)[0].split()
+        fields = line.split(" | ", 1)[0].split()
         try:
             count = int(fields[3], 16)
             words = [fields[4 + 2 * i].lower().split("(", 1)[0] for i in range(count)]
@@ -157,10 +155,10 @@ class DataFile:
 
     @classmethod
     def open(cls, path: Path) -> DataFile:
+        if path.stat().st_size == 0:
+            raise ValueError(f"{path} is empty")  # mmap cannot map an empty file
         with path.open("rb") as fh:
-            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if path.stat().st_size else None
-        if mapped is None:
-            raise ValueError(f"{path} is empty")
+            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         raw = np.frombuffer(mapped, dtype=np.uint8)
         starts = np.concatenate(([0], np.flatnonzero(raw == 10) + 1))
         starts = starts[starts + 8 <= len(raw)]
@@ -173,6 +171,14 @@ class DataFile:
     def start(self, offset: int) -> int | None:
         """Where the line that begins with ``offset`` starts, or None when no line does."""
         return self.starts.get(offset)
+
+    def line(self, offset: int) -> str | None:
+        """The line that begins with ``offset`` (without its line end), or None when no line does."""
+        start = self.starts.get(offset)
+        if start is None:
+            return None
+        end = self.mapped.find(b"\n", start)
+        return self.mapped[start:end if end >= 0 else len(self.mapped)].decode("latin-1").rstrip("\r")
 
 
 def wordnet_path() -> Path | None:
