@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import random
 import sys
 import time
@@ -124,12 +125,15 @@ def report(rows: list[Row], table_target: float | None = None, column_target: fl
 
 
 def run_folds(rows: list[Row], k: int, max_train: int, iters: int, adapter_model: str | None = None,
-              seed: str = "") -> None:
+              seed: str = "") -> list[dict[str, object]]:
     """Write held-out outputs into every row: fold by fold, fit on the rest, apply to the fold.
 
     With ``adapter_model`` (the embedding model's key) a query adapter is fitted on the rest too
     and maps the fold's query texts; the training rows get theirs from adapters fitted without
-    their own databases (``ranking_fit.cross_fit_adapters``), as the shipped fit does."""
+    their own databases (``ranking_fit.cross_fit_adapters``), as the shipped fit does. Returns per
+    fold its databases, the fitted stages and the adapter (``--save-models``: what
+    ``fit_routing.py --rerank`` scores each fold's questions with)."""
+    fitted: list[dict[str, object]] = []
     rng = random.Random(13)
     held: dict[int, dict[str, object]] = {}
     for i, fold in enumerate(folds_of(rows, k, seed)):
@@ -137,15 +141,19 @@ def run_folds(rows: list[Row], k: int, max_train: int, iters: int, adapter_model
         rest = [r for r in rows if r["db"] not in fold]
         train = rng.sample(rest, max_train) if len(rest) > max_train else rest
         t0 = time.perf_counter()
+        adapter = None
         if adapter_model is not None:
-            with_adapter(test, fit_adapter(rest, adapter_model))
+            adapter = fit_adapter(rest, adapter_model)
+            with_adapter(test, adapter)
             cross_fit_adapters(rest, adapter_model, train)
-        pipeline(train, test, iters=iters)
+        models = pipeline(train, test, iters=iters)
+        fitted.append({"databases": sorted(fold), "models": models, "adapter": adapter})
         held.update({id(r): {key: r[key] for key in ("cl", "tx", "tp", "wp", "cx")} for r in test})
         print(f"fold {i + 1}/{k}: {len(fold)} databases, {len(test)} held-out questions, "
               f"fitted on {len(train)} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     for r in rows:
         r.update(held[id(r)])
+    return fitted
 
 
 def parse_bench(spec: str) -> tuple[str, Path, Path]:
@@ -170,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save", type=Path, default=None, help="save the held-out outputs (npz) for --load")
     parser.add_argument("--load", type=Path, default=None,
                         help="reuse saved held-out outputs instead of fitting (same benchmarks, same order)")
+    parser.add_argument("--save-models", type=Path, default=None,
+                        help="save each fold's databases, fitted stages and query adapter (pickle) for "
+                             "fit_routing.py --rerank")
     parser.add_argument("--no-word-meaning", action="store_true",
                         help="word-meaning features at zero (the ablation: what they add)")
     parser.add_argument("--thesaurus-strength", type=float, default=None,
@@ -207,8 +218,10 @@ def main(argv: list[str] | None = None) -> int:
         for i, r in enumerate(rows):
             r.update({k: saved[f"{k}{i}"] for k in keys})
     else:
-        run_folds(rows, args.folds, args.max_train, args.iters,
-                  None if args.no_query_adapter else embed.identity.key, args.fold_seed)  # type: ignore[union-attr]
+        fitted = run_folds(rows, args.folds, args.max_train, args.iters,
+                           None if args.no_query_adapter else embed.identity.key, args.fold_seed)  # type: ignore[union-attr]
+        if args.save_models:
+            args.save_models.write_bytes(pickle.dumps(fitted))
     if args.save:
         np.savez(args.save, **{f"{k}{i}": r[k] for i, r in enumerate(rows) for k in keys})
     out = {"folds": args.folds, "max_train": args.max_train, "questions": len(rows),
