@@ -150,9 +150,8 @@ def _score(questions: list[dict[str, object]], scoped: list[dict[str, object]], 
     return out
 
 
-def _held_out(specs: list[str], folds: int) -> tuple[dict[str, object], list[dict[str, object]]]:
-    """Held-out table and column figures (``heldout.py``) over the given indexed benchmarks, and
-    each fold's fitted ranking stages and query adapter (routing's second look is held out with them)."""
+def _held_out(specs: list[str], folds: int) -> dict[str, object]:
+    """Held-out table and column figures (``heldout.py``) over the given indexed benchmarks."""
     import heldout
     from nl2sql_assets.config import Settings
     from nl2sql_assets.indexing.embeddings import build_embedding_service
@@ -167,8 +166,8 @@ def _held_out(specs: list[str], folds: int) -> tuple[dict[str, object], list[dic
         embed.close()
         if home:
             os.environ["NL2SQL_HOME"] = home
-    fitted = heldout.run_folds(rows, folds, max_train=3000, iters=600, adapter_model=embed.identity.key)
-    return heldout.report(rows), fitted
+    heldout.run_folds(rows, folds, max_train=3000, iters=600, adapter_model=embed.identity.key)
+    return heldout.report(rows)
 
 
 @contextmanager
@@ -182,25 +181,20 @@ def _environment_kept() -> Iterator[None]:
         os.environ.update(saved)
 
 
-def _held_out_routing(specs: list[str], folds: int, fold_models: list[dict[str, object]]) -> dict[str, object]:
+def _held_out_routing(specs: list[str], folds: int) -> dict[str, object]:
     """Routing held out (``fit_routing.py``: each benchmark's databases indexed together, the routing
-    model refitted per database-grouped fold), with its second look over the best
-    ``route_rerank`` candidates scored by the ranking stages fitted without the question's database."""
+    model refitted per database-grouped fold) over the given indexed benchmarks."""
     import fit_routing
     import heldout
 
     from nl2sql_assets.retrieval.models import RetrieverConfig
 
-    config = RetrieverConfig()
-    records: list[dict[str, object]] = []
     with _environment_kept():  # collect points NL2SQL_HOME at each benchmark's work folder
-        for name, dataset, work in (heldout.parse_bench(s) for s in specs):
-            part = fit_routing.collect(name, dataset, work, config.route_candidates)
-            fit_routing.collect_scoped(part, work, config.route_rerank + 2, fold_models)
-            records += part
-    out = fit_routing.held_out_routing(records, folds, rerank=config.route_rerank)
-    return {"questions": len(records), "databases": out["databases"], "held_out": out.get("held_out_rerank", out["held_out"]),
-            "first_look_only": out["held_out"], "hand_weights_same_candidates": out["hand_weights_same_candidates"]}
+        records = [r for name, dataset, work in (heldout.parse_bench(s) for s in specs)
+                   for r in fit_routing.collect(name, dataset, work, RetrieverConfig().route_candidates)]
+    out = fit_routing.held_out_routing(records, folds)
+    return {"questions": len(records), "databases": out["databases"], "held_out": out["held_out"],
+            "hand_weights_same_candidates": out["hand_weights_same_candidates"]}
 
 
 def _warehouse(work: Path) -> dict[str, object]:
@@ -329,8 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.per_datasource:
         out["per_datasource"] = per_db
     if args.heldout_bench:
-        out["held_out"], fold_models = _held_out(args.heldout_bench, args.folds)
-        out["held_out_routing"] = _held_out_routing(args.heldout_bench, args.folds, fold_models)
+        out["held_out"] = _held_out(args.heldout_bench, args.folds)
+        out["held_out_routing"] = _held_out_routing(args.heldout_bench, args.folds)
     if args.warehouse:
         out["warehouse"] = _warehouse(args.warehouse)
     print(json.dumps(out, indent=2))

@@ -149,10 +149,6 @@ class RetrieverConfig(_Frozen):
             most of the question's words (idf over every visible datasource) are scored in full.
         route_meaning_candidates: and up to this many whose table and column names mean most of the
             question's words, one word at a time ("vocalists" for ``singer``).
-        route_rerank: routing's second look: the best this many routed candidates are each scored
-            against their own schema (tables ranked, the budget applied) and re-ranked by how well
-            it answers the question (:mod:`~nl2sql_assets.retrieval.route_rerank`); the winner's
-            scoring is the result. 0 or 1 turns it off (one schema scored, routing's first choice).
         infer_joins: join tables on same-named key columns where no foreign key is declared.
         word_meaning: match the question's words to the schema's words by meaning, one word at a
             time ("vocalists" for ``singer``): each schema word is embedded once per version, on
@@ -179,7 +175,6 @@ class RetrieverConfig(_Frozen):
     route_k: int = Field(default=40, ge=1)
     route_lexical_candidates: int = Field(default=2, ge=0)
     route_meaning_candidates: int = Field(default=2, ge=0)
-    route_rerank: int = Field(default=4, ge=0)
     infer_joins: bool = True
     word_meaning: bool = True
     query_adapter: bool = True

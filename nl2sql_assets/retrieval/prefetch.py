@@ -1,7 +1,7 @@
 """The batched vector prefetch: one search per group of questions instead of one per question.
 
 :meth:`SchemaRetriever.retrieve_batch` runs the routing search once per tenant (every question
-without a datasource) and the schema search once per (tenant, datasource, version) it is scored against; each
+without a datasource) and the schema search once per (tenant, datasource, version); each
 question then takes its own rows of the answer (``Query.route_hits``, ``Query.schema_hits``).
 A failed search hands every question of its group the same exception.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from nl2sql_assets.indexing.models import SearchFilter
-from nl2sql_assets.retrieval.models import RankedDatasource, RetrieverConfig
+from nl2sql_assets.retrieval.models import RankedDatasource, RetrievalResult, RetrieverConfig
 from nl2sql_assets.retrieval.query import Query
 from nl2sql_assets.retrieval.schema_cache import SchemaCache
 from nl2sql_assets.retrieval.vector_search import ROUTE_CHUNKS, SCHEMA_CHUNKS, LiveVersions, VectorSearch
@@ -48,25 +48,22 @@ def prefetch_routes(queries: list[Query], live: LiveVersions, *, schema_store: S
                 start += q.n_segments
 
 
-def prefetch_schemas(queries: list[Query], wanted: Sequence[Sequence[tuple[str, str | None]]], live: LiveVersions, *,
+def prefetch_schemas(queries: list[Query], targets: Sequence[RetrievalResult | Target], live: LiveVersions, *,
                      schemas: SchemaCache, search: VectorSearch, config: RetrieverConfig) -> None:
-    """One schema search per (tenant, datasource, version) for the whole batch; ``wanted`` names,
-    per question, the (datasource, asked version) pairs it will be scored against (its target, and
-    the candidates routing's second look scores: :mod:`~nl2sql_assets.retrieval.route_rerank`)."""
+    """One schema search per (tenant, datasource, version) for the whole batch."""
     groups: dict[tuple[str | None, str, str], list[Query]] = {}
     sizes: dict[tuple[str | None, str, str], int] = {}
-    for q, pairs in zip(queries, wanted, strict=True):
-        versions = live[q.request.tenant][0]
+    for q, target in zip(queries, targets, strict=True):
+        if isinstance(target, RetrievalResult):
+            continue
+        datasource, version, versions, _ = target
         if versions is None:
             continue
-        for datasource, version in pairs:
-            cached = schemas.resolve(datasource, version, versions.get(datasource))
-            snap = cached.snapshot
-            key = (q.request.tenant, datasource, str(snap.schema_version))
-            group = groups.setdefault(key, [])
-            if not group or group[-1] is not q:  # a datasource asked twice for one question
-                group.append(q)
-            sizes[key] = len(snap.tables) + snap.column_count + len(snap.datasource.metrics)
+        cached = schemas.resolve(datasource, version, versions.get(datasource))
+        snap = cached.snapshot
+        key = (q.request.tenant, datasource, str(snap.schema_version))
+        groups.setdefault(key, []).append(q)
+        sizes[key] = len(snap.tables) + snap.column_count + len(snap.datasource.metrics)
     for key, group in groups.items():
         tenant, datasource, version = key
         where = SearchFilter(tenant_id=tenant, datasource_ids=[datasource], versions={datasource: version},
@@ -77,7 +74,7 @@ def prefetch_schemas(queries: list[Query], wanted: Sequence[Sequence[tuple[str, 
         start = 0
         for q in group:
             if isinstance(outcome, Exception):
-                q.schema_hits[datasource] = outcome
+                q.schema_hits = outcome
             else:
-                q.schema_hits[datasource] = outcome[start:start + len(q.texts)]
+                q.schema_hits = outcome[start:start + len(q.texts)]
                 start += len(q.texts)

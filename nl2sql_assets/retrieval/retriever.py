@@ -8,9 +8,7 @@ Stages (the result's shape: docs/retrieval-result.md):
 2. Routing, when no datasource is given (:mod:`~nl2sql_assets.retrieval.routing`): one vector
    search over the tenant's datasource, table and column chunks; datasources are ranked by their
    best hits per query text, then the best few are re-scored with lexical evidence (identifiers
-   the question names, shared vocabulary), and the best ``route_rerank`` of those are each scored
-   against their own schema and re-ranked by how well it answers the question
-   (:mod:`~nl2sql_assets.retrieval.route_rerank`): the winner's scoring is the result.
+   the question names, shared vocabulary).
 3. + 4. Schema context and column candidates: one vector search over the chosen datasource's
    table, metric and column chunks gives every chunk's similarity to every query text; a column
    hit counts for its table, so tables only a column names are found too. The search reads back
@@ -38,7 +36,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from time import perf_counter
 from typing import TYPE_CHECKING
 
@@ -54,9 +51,9 @@ from nl2sql_assets.errors import (
 from nl2sql_assets.indexing.embeddings import Embeddings, build_embedding_service
 from nl2sql_assets.indexing.models import ChunkScore, SearchFilter
 from nl2sql_assets.indexing.vector_store import VectorStore, build_vector_store
-from nl2sql_assets.retrieval import ranking, route_rerank
-from nl2sql_assets.retrieval.confidence import best_similarity, with_warning
+from nl2sql_assets.retrieval import ranking
 from nl2sql_assets.retrieval.confidence import estimate as estimate_confidence
+from nl2sql_assets.retrieval.confidence import with_warning
 from nl2sql_assets.retrieval.entity_kinds import EntityKinds, EntityKindScorer
 from nl2sql_assets.retrieval.fallback import full_schema
 from nl2sql_assets.retrieval.models import (
@@ -82,31 +79,6 @@ if TYPE_CHECKING:
     from nl2sql_assets.schema.models import SchemaSnapshot
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Scored:
-    """One datasource's schema scored for a question, and the tables and columns selected."""
-
-    cached: CachedSchema
-    dense: ranking.DenseScores
-    scores: ranking.SchemaScores
-    selection: ranking.Selection
-
-    @property
-    def features(self) -> np.ndarray:
-        """The scoped half of its row for routing's second look (:mod:`~nl2sql_assets.retrieval.route_rerank`)."""
-        return route_rerank.scoped_features(self.scores.table_prob, self.selection.tables,
-                                            best_similarity(self.dense.tables, self.dense.columns))
-
-
-@dataclass(frozen=True)
-class Unscored:
-    """Why a datasource was not scored: the fallback its result takes, and the warning to add."""
-
-    cached: CachedSchema
-    fallback: str
-    warning: str | None = None
 
 
 class SchemaRetriever:
@@ -156,13 +128,12 @@ class SchemaRetriever:
         return self._adapter
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, config: RetrieverConfig | None = None,
-                      adapter: QueryAdapter | None = None) -> SchemaRetriever:
+    def from_settings(cls, settings: Settings, *, config: RetrieverConfig | None = None) -> SchemaRetriever:
         """A retriever over the stores ``settings`` configure; :meth:`close` (or ``with``) releases them."""
         store = build_schema_store(settings)
         embeddings = build_embedding_service(settings)
         vector_store = build_vector_store(settings, embeddings)
-        retriever = cls(store, vector_store, embeddings, config=config, adapter=adapter)
+        retriever = cls(store, vector_store, embeddings, config=config)
         retriever._owned = [vector_store, embeddings, store]
         return retriever
 
@@ -217,8 +188,7 @@ class SchemaRetriever:
         t0 = perf_counter()
         live = self._route_search(queries)
         targets = [self._target(q, live) for q in queries]
-        wanted = [[] if isinstance(t, RetrievalResult) else self._scored_against(q, *t) for q, t in zip(queries, targets)]
-        prefetch_schemas(queries, wanted, live, schemas=self._schemas, search=self._search, config=self.config)
+        prefetch_schemas(queries, targets, live, schemas=self._schemas, search=self._search, config=self.config)
         shared = (perf_counter() - t0) * 1000 / max(1, len(queries))
         results = []
         for q, target in zip(queries, targets, strict=True):
@@ -243,26 +213,6 @@ class SchemaRetriever:
             if found is None:
                 raise _nothing_visible(q.request.tenant)
             out.append(found)
-        return out
-
-    def rerank_features(self, requests: Sequence[RetrievalRequest],
-                        pools: Sequence[Sequence[str]]) -> list[dict[str, np.ndarray]]:
-        """Per request, the scoped half of each pool datasource's row for routing's second look, by
-        the path :meth:`retrieve_batch` takes (``benchmarks/fit_routing.py --rerank`` fits
-        ``route_rerank.RERANK_MODEL`` on them); a datasource that could not be scored is left out."""
-        queries = [build_semantic_query(r) for r in requests]
-        for q in queries:
-            self._check_scope(q.request)
-        embed_queries(queries, self.embeddings, self._words, self._query_adapter())
-        live: LiveVersions = {}
-        for q in queries:
-            self._search.live_versions(q.request.tenant, live, q)
-        wanted = [[(d, None) for d in pool] for pool in pools]
-        prefetch_schemas(queries, wanted, live, schemas=self._schemas, search=self._search, config=self.config)
-        out = []
-        for q, pool in zip(queries, pools, strict=True):
-            found = {d: self._score(q, d, None, live[q.request.tenant][0]) for d in pool}
-            out.append({d: f.features for d, f in found.items() if isinstance(f, Scored)})
         return out
 
     def _route_search(self, queries: list[Query]) -> LiveVersions:
@@ -304,48 +254,16 @@ class SchemaRetriever:
             return full_schema(self._schemas, q, ranked[0].id, None, versions, ranked, failure)
         return ranked[0].id, None, versions, ranked
 
-    def _scored_against(self, q: Query, datasource: str, version: str | None, versions: dict[str, str] | None,
-                        ranked: list[RankedDatasource]) -> list[tuple[str, str | None]]:
-        """The (datasource, version) pairs a question is scored against: its target, and for a routed
-        question the candidates routing's second look scores (:func:`_rerank_pool`)."""
-        return [(datasource, version)] + [(d, None) for d in self._rerank_pool(q, versions, ranked) if d != datasource]
-
-    def _rerank_pool(self, q: Query, versions: dict[str, str] | None, ranked: list[RankedDatasource]) -> list[str]:
-        """The best ``route_rerank`` routed candidates (none for a question with a datasource, or
-        when routing was by words alone)."""
-        n = self.config.route_rerank
-        if q.request.datasource is not None or versions is None or n < 2 or not q.route_logits:
-            return []
-        return [d.id for d in ranked if d.id in q.route_logits][:n]
-
     def _retrieve_in(self, q: Query, datasource: str, version: str | None, versions: dict[str, str] | None,
                      ranked: list[RankedDatasource]) -> RetrievalResult:
-        pool = self._rerank_pool(q, versions, ranked)
-        if len(pool) >= 2:
-            scored = {d: self._score(q, d, None, versions) for d in pool}
-            kept = [d for d in pool if isinstance(scored[d], Scored)]
-            if len(kept) >= 2:
-                rows = route_rerank.rerank_rows([q.route_logits[d] for d in kept],  # type: ignore[index]
-                                                [scored[d].features for d in kept])  # type: ignore[union-attr]
-                ranked = route_rerank.reranked(ranked, kept, rows)
-                return self._result(q, ranked[0].id, scored[ranked[0].id], ranked)  # type: ignore[arg-type]
-        found = self._score(q, datasource, version, versions)
-        if isinstance(found, Unscored):
-            return full_schema(self._schemas, q, datasource, found.cached, versions, ranked, found.fallback,
-                               found.warning)
-        return self._result(q, datasource, found, ranked)
-
-    def _score(self, q: Query, datasource: str, version: str | None,
-               versions: dict[str, str] | None) -> Scored | Unscored:
-        """Every table and column of one datasource scored and selected for the question, or why not."""
         cached = self._schemas.resolve(datasource, version, (versions or {}).get(datasource))
         snapshot = cached.snapshot
         cfg = self.config
         if cfg.small_schema_columns and snapshot.column_count <= cfg.small_schema_columns:
-            return Unscored(cached, "small_schema")
+            return full_schema(self._schemas, q, datasource, cached, versions, ranked, "small_schema")
         if versions is None:
-            return Unscored(cached, "vector_store_unavailable")
-        hits = q.schema_hits.get(datasource)
+            return full_schema(self._schemas, q, datasource, cached, versions, ranked, "vector_store_unavailable")
+        hits = q.schema_hits
         if hits is None:
             k = len(snapshot.tables) + snapshot.column_count + len(snapshot.datasource.metrics)
             where = SearchFilter(tenant_id=q.request.tenant, datasource_ids=[datasource],
@@ -353,13 +271,14 @@ class SchemaRetriever:
             hits = self._search.scores(list(q.vectors),  # type: ignore[arg-type]
                                        max(1, min(k, cfg.dense_k)), where, [q])
         if isinstance(hits, EmbeddingDimensionMismatchError):
-            return Unscored(cached, "vector_store_unavailable", str(hits))
+            return full_schema(self._schemas, q, datasource, cached, versions, ranked, "vector_store_unavailable",
+                               str(hits))
         if isinstance(hits, Exception):
-            return Unscored(cached, "vector_store_unavailable",
-                            f"vector store unavailable ({hits}); returning the full schema")
+            return full_schema(self._schemas, q, datasource, cached, versions, ranked, "vector_store_unavailable",
+                               f"vector store unavailable ({hits}); returning the full schema")
         dense = self._dense_scores(q, cached, hits)
         if dense is None:
-            return Unscored(cached, "no_candidates")
+            return full_schema(self._schemas, q, datasource, cached, versions, ranked, "no_candidates")
         scores = ranking.score_schema(cached.index, q.terms, dense)
         selection = ranking.select(cached.index, scores, table_threshold=cfg.table_threshold,
                                    max_tables=cfg.max_tables, column_threshold=self._column_threshold(snapshot),
@@ -367,23 +286,18 @@ class SchemaRetriever:
                                    recall_target=cfg.recall_target, column_recall_target=cfg.column_recall_target,
                                    min_columns_sent=cfg.min_columns_sent, budget_sharpness=cfg.budget_sharpness,
                                    sharpen_max_tables=cfg.sharpen_max_tables)
-        return Scored(cached, dense, scores, selection)
-
-    def _result(self, q: Query, datasource: str, found: Scored, ranked: list[RankedDatasource]) -> RetrievalResult:
-        cached = found.cached
-        snapshot = cached.snapshot
         tables = []
-        for t in found.selection.tables:
+        for t in selection.tables:
             table = snapshot.tables[t]
             tables.append(RetrievedTable(
                 name=table.name, schema=table.schema_name or snapshot.datasource.default_schema,
-                score=round(float(found.scores.table_prob[t]), 4),
-                columns=[cached.index.lexical.columns[ci].name for ci in found.selection.columns[t]]))
-        confidence = estimate_confidence(found.scores.table_prob, found.selection.tables, found.dense, ranked)
+                score=round(float(scores.table_prob[t]), 4),
+                columns=[cached.index.lexical.columns[ci].name for ci in selection.columns[t]]))
+        confidence = estimate_confidence(scores.table_prob, selection.tables, dense, ranked)
         return RetrievalResult(
             question=q.request.question, datasources=ranked, datasource=datasource,
             schema_version=snapshot.schema_version, tables=tables,
-            relationships=cached.index.graph.relationships(found.selection.tables), fallback=None,
+            relationships=cached.index.graph.relationships(selection.tables), fallback=None,
             confidence=confidence, warnings=with_warning(q.warnings, confidence))
 
     def _column_threshold(self, snapshot: SchemaSnapshot) -> float:

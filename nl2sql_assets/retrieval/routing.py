@@ -22,8 +22,7 @@ indexed together; a softmax over each question's candidates, held out by databas
 folds); no feature names a database. A candidate's score is ``sigmoid`` of its logit, the bias
 set so that the first candidate's score matches how often it is right. With the vector store down,
 every visible datasource is scored by words alone and the caller returns the best one's full
-schema. The retriever then looks again at the best few, each against its own schema
-(:mod:`~nl2sql_assets.retrieval.route_rerank`, with :attr:`Query.route_logits`).
+schema.
 """
 
 from __future__ import annotations
@@ -36,7 +35,6 @@ import numpy as np
 
 from nl2sql_assets.errors import EmbeddingDimensionMismatchError, SchemaVersionNotFoundError
 from nl2sql_assets.indexing.models import SearchFilter, SearchHit
-from nl2sql_assets.retrieval.mlp import sigmoid
 from nl2sql_assets.retrieval.models import RankedDatasource, RetrieverConfig
 from nl2sql_assets.retrieval.query import Query
 from nl2sql_assets.retrieval.ranking import LinearModel
@@ -94,9 +92,7 @@ class DatasourceRouter:
         found = self.candidates(q, versions)
         if found is None:
             return [], None
-        logit = ROUTE_MODEL.logit(found.features) if found.names else np.zeros(0)
-        q.route_logits = dict(zip(found.names, logit.tolist(), strict=True))
-        prob = sigmoid(logit)
+        prob = ROUTE_MODEL.prob(found.features) if found.names else np.zeros(0)
         ranked = sorted(range(len(found.names)), key=lambda i: (-prob[i], found.names[i]))
         out = [RankedDatasource(id=found.names[i], score=round(float(prob[i]), 4)) for i in ranked]
         out += [RankedDatasource(id=d, score=0.0) for d in found.rest]  # not scored in full
