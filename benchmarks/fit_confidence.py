@@ -15,6 +15,13 @@ out: they get fixed confidences). The logistic calibration is fitted in database
 (fit on the other folds' databases, predict this fold's) and the held-out Brier score,
 AUCs and a decile calibration table are printed as JSON, then the model fitted on everything,
 as ``ranking.py`` holds it.
+
+``--ranking-models`` (``heldout.py --save-models``) asks each fold's questions with the ranking
+stages and query adapter fitted without its databases, and draws the wrong datasource from the
+same fold: the inputs then look as they will on a user's databases, which no stage saw (with the
+shipped stages every benchmark database's questions were fitted on, so the likeliest table is
+surer than it will be). ``shipped_model_on_these_inputs`` tells how the shipped calibration fares
+on them.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import random
 import sys
 import time
@@ -29,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from heldout import fold_stages
 from ranking_fit import fit_logistic
 
 BATCH = 64
@@ -61,8 +70,28 @@ def deciles(pred: np.ndarray, y: np.ndarray) -> list[dict[str, float]]:
 
 
 def ask(bench: str, dataset: Path, work: Path, limit: int | None, blank_evidence: bool,
-        rng: random.Random) -> list[tuple[str, str, np.ndarray, float]]:
-    """(question's db, kind, features, target) for one indexed benchmark, asked three ways."""
+        rng: random.Random, fold_models: list[dict[str, object]] | None = None
+        ) -> list[tuple[str, str, np.ndarray, float]]:
+    """(question's db, kind, features, target) for one indexed benchmark, asked three ways; with
+    ``fold_models`` each fold's questions by its ranking stages and query adapter, the wrong
+    datasource drawn from the same fold (so that no datasource asked is one the stages saw)."""
+    questions = [json.loads(line) for line in (dataset / "questions.jsonl").read_text().splitlines() if line]
+    if limit and len(questions) > limit:
+        questions = rng.sample(questions, limit)
+    if not fold_models:
+        return _ask(bench, work, questions, blank_evidence, rng, None)
+    rows: list[tuple[str, str, np.ndarray, float]] = []
+    for fold in fold_models:
+        own = {str(d).split("/", 1)[1] for d in fold["databases"] if str(d).startswith(bench + "/")}  # type: ignore[attr-defined]
+        part = [q for q in questions if str(q["db_id"]).lower() in own]
+        if part:
+            with fold_stages(fold):
+                rows += _ask(bench, work, part, blank_evidence, rng, fold)
+    return rows
+
+
+def _ask(bench: str, work: Path, questions: list[dict[str, object]], blank_evidence: bool, rng: random.Random,
+         fold: dict[str, object] | None) -> list[tuple[str, str, np.ndarray, float]]:
     from nl2sql_assets.config import Settings
     from nl2sql_assets.retrieval import confidence as C
     from nl2sql_assets.retrieval.models import RetrievalRequest
@@ -70,9 +99,6 @@ def ask(bench: str, dataset: Path, work: Path, limit: int | None, blank_evidence
 
     os.environ["NL2SQL_HOME"] = str(work.absolute() / "home")
     os.environ["NL2SQL_DATASOURCES"] = str(work.absolute() / "datasources.yaml")
-    questions = [json.loads(line) for line in (dataset / "questions.jsonl").read_text().splitlines() if line]
-    if limit and len(questions) > limit:
-        questions = rng.sample(questions, limit)
     recorded: list[np.ndarray] = []
     features = C.confidence_features
 
@@ -84,13 +110,17 @@ def ask(bench: str, dataset: Path, work: Path, limit: int | None, blank_evidence
     C.confidence_features = record  # type: ignore[assignment]
     rows: list[tuple[str, str, np.ndarray, float]] = []
     try:
-        with SchemaRetriever.from_settings(Settings.from_env()) as retriever:
+        adapter = fold["adapter"] if fold is not None else None
+        with SchemaRetriever.from_settings(Settings.from_env(), adapter=adapter) as retriever:  # type: ignore[arg-type]
             dbs = sorted(retriever.schema_store.list_datasources())
+            if fold is not None:
+                dbs = [d for d in dbs if f"{bench}/{d}" in fold["databases"]]  # type: ignore[operator]
             asks = []
             for q in questions:
                 db = str(q["db_id"]).lower()
                 evidence = None if blank_evidence else (q.get("evidence") or None)
-                wrong = rng.choice([d for d in dbs if d != db])
+                wrong = rng.choice([d for d in dbs if d != db] or [d for d in retriever.schema_store.list_datasources()
+                                                                   if d != db])
                 for kind, ds in (("scoped", db), ("wrong_datasource", wrong), ("routed", None)):
                     asks.append((q, db, kind, RetrievalRequest(question=q["question"], evidence=evidence,
                                                                datasource=ds)))
@@ -118,7 +148,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=2000, help="at most N questions per benchmark (random)")
     parser.add_argument("--folds", type=int, default=5, help="database-grouped folds for the held-out figures")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--ranking-models", type=Path, default=None,
+                        help="heldout.py --save-models output: ask each fold's questions with the ranking stages and "
+                             "query adapter fitted without its databases (else the shipped ones, which saw them)")
     args = parser.parse_args(argv)
+    fold_models = pickle.loads(args.ranking_models.read_bytes()) if args.ranking_models else None
 
     from nl2sql_assets.retrieval import confidence as C
     from nl2sql_assets.retrieval import ranking as R
@@ -127,13 +161,13 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed)
     rows: list[tuple[str, str, np.ndarray, float]] = []
     for name, dataset, work in args.bench:
-        with_evidence = ask(name, dataset, work, args.limit, False, rng)
+        with_evidence = ask(name, dataset, work, args.limit, False, rng, fold_models)
         rows += with_evidence
         has_evidence = any(json.loads(line).get("evidence")
                            for line in (dataset / "questions.jsonl").read_text().splitlines()[:50] if line)
         if has_evidence:  # and as most users ask: without the hint
             rows += [(db, kind if kind == "wrong_datasource" else f"{kind}_no_evidence", x, y)
-                     for db, kind, x, y in ask(name, dataset, work, args.limit, True, rng)]
+                     for db, kind, x, y in ask(name, dataset, work, args.limit, True, rng, fold_models)]
 
     x = np.vstack([r[2] for r in rows])
     y = np.array([r[3] for r in rows])
@@ -148,7 +182,15 @@ def main(argv: list[str] | None = None) -> int:
         w, b = fit_logistic(x[~held], y[~held], nonneg)
         pred[held] = [C.calibrate(v, w, b) for v in x[held]]
     answerable = kind != "wrong_datasource"
+    shipped = np.array([C.calibrate(v, R.CONFIDENCE_MODEL.weights, R.CONFIDENCE_MODEL.bias) for v in x])
     out = {
+        "ranking_stages": "fitted without each question's databases" if fold_models else "shipped (in-sample)",
+        "shipped_model_on_these_inputs": {
+            "brier": round(float(((shipped - y) ** 2).mean()), 4), "auc_target": round(auc(shipped, y), 4),
+            "mean_confidence": round(float(shipped.mean()), 4), "target_rate": round(float(y.mean()), 4),
+            "warned_when_answered": round(float((shipped[(y == 1) & answerable] < C.LOW_CONFIDENCE).mean()), 4),
+            "warned_wrong_datasource": round(float((shipped[~answerable] < C.LOW_CONFIDENCE).mean()), 4),
+            "calibration_deciles": deciles(shipped, y)},
         "examples": int(len(y)),
         "by_kind": {k: {"n": int((kind == k).sum()), "target_rate": round(float(y[kind == k].mean()), 4),
                         "mean_confidence": round(float(pred[kind == k].mean()), 4),

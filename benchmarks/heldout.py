@@ -37,6 +37,8 @@ import random
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 # one BLAS thread before numpy loads (ranking_fit sets the same, but only when it is imported first):
@@ -132,7 +134,7 @@ def run_folds(rows: list[Row], k: int, max_train: int, iters: int, adapter_model
     and maps the fold's query texts; the training rows get theirs from adapters fitted without
     their own databases (``ranking_fit.cross_fit_adapters``), as the shipped fit does. Returns per
     fold its databases, the fitted stages and the adapter (``--save-models``: what
-    ``fit_routing.py --rerank`` scores each fold's questions with)."""
+    ``fit_confidence.py --ranking-models`` scores each fold's questions with)."""
     fitted: list[dict[str, object]] = []
     rng = random.Random(13)
     held: dict[int, dict[str, object]] = {}
@@ -154,6 +156,27 @@ def run_folds(rows: list[Row], k: int, max_train: int, iters: int, adapter_model
     for r in rows:
         r.update(held[id(r)])
     return fitted
+
+
+#: run_folds' stage names -> the ranking module's model each stands for
+STAGES = {"column": "COLUMN_MODEL", "table": "TABLE_MODEL", "context": "CONTEXT_MODEL", "within": "WITHIN_MODEL"}
+
+
+@contextmanager
+def fold_stages(fold: dict[str, object]) -> Iterator[None]:
+    """The live retriever's ranking stages replaced by one fold's (``run_folds``' output) while
+    inside: a script that asks the product about the fold's databases then scores them with
+    stages that never saw them (pass the fold's ``adapter`` to the retriever too)."""
+    from nl2sql_assets.retrieval import ranking
+
+    shipped = {name: getattr(ranking, name) for name in STAGES.values()}
+    try:
+        for key, name in STAGES.items():
+            setattr(ranking, name, fold["models"][key])  # type: ignore[index]
+        yield
+    finally:
+        for name, model in shipped.items():
+            setattr(ranking, name, model)
 
 
 def parse_bench(spec: str) -> tuple[str, Path, Path]:
@@ -180,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="reuse saved held-out outputs instead of fitting (same benchmarks, same order)")
     parser.add_argument("--save-models", type=Path, default=None,
                         help="save each fold's databases, fitted stages and query adapter (pickle) for "
-                             "fit_routing.py --rerank")
+                             "fit_confidence.py --ranking-models")
     parser.add_argument("--no-word-meaning", action="store_true",
                         help="word-meaning features at zero (the ablation: what they add)")
     parser.add_argument("--thesaurus-strength", type=float, default=None,

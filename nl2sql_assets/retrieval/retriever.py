@@ -128,12 +128,13 @@ class SchemaRetriever:
         return self._adapter
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, config: RetrieverConfig | None = None) -> SchemaRetriever:
+    def from_settings(cls, settings: Settings, *, config: RetrieverConfig | None = None,
+                      adapter: QueryAdapter | None = None) -> SchemaRetriever:
         """A retriever over the stores ``settings`` configure; :meth:`close` (or ``with``) releases them."""
         store = build_schema_store(settings)
         embeddings = build_embedding_service(settings)
         vector_store = build_vector_store(settings, embeddings)
-        retriever = cls(store, vector_store, embeddings, config=config)
+        retriever = cls(store, vector_store, embeddings, config=config, adapter=adapter)
         retriever._owned = [vector_store, embeddings, store]
         return retriever
 
