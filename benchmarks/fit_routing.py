@@ -4,7 +4,8 @@ Usage (after ``retrieval_quality.py --dataset D --work W`` has built and indexed
 
     python benchmarks/fit_routing.py --bench bird=../shared/bench/bird:/work/bw/bird \\
         --bench spider=../shared/bench/spider-train:/work/bw/spider [--candidates 12] [--folds 5] \\
-        [--save C.pkl | --load C.pkl] [--loss softmax|binary] [--route-k K]
+        [--save C.pkl | --load C.pkl] [--loss softmax|binary] [--route-k K] \\
+        [--fold-tenants spider=/work/bw/spider-folds] [--without FEATURE]
 
 Every question (BIRD with its evidence and with it blanked; Spider in both wordings) goes through
 the product's own routing path over all of its benchmark's databases indexed together: the
@@ -19,7 +20,10 @@ all (the ceiling), and ``top1_or_same_sql``: top-1 counting also a first choice 
 question's gold SQL runs as written (every table and column it names exists there: the schema
 cannot tell the two databases apart for this question; Spider's questions were written for a
 known database, and "What are the names of all departments?" fits several); then the model
-fitted on every question, as ``routing.py`` holds it.
+fitted on every question, as ``routing.py`` holds it. With ``--fold-tenants`` the benchmark is
+indexed again with a tenant per fold and each question routed as its database's tenant, among
+its fold's databases only (``within_fold``): the same held-out model where a tenant holds a few
+dozen databases instead of a whole benchmark.
 """
 
 from __future__ import annotations
@@ -56,8 +60,10 @@ FREE = {"log_columns"}
 
 
 def collect(bench: str, dataset: Path, work: Path, count: int, route_k: int | None = None,
-            lexical: int | None = None, meaning: int | None = None) -> list[dict[str, object]]:
-    """One record per question: its database, wording, the candidates and their features."""
+            lexical: int | None = None, meaning: int | None = None,
+            tenant_of: dict[str, str] | None = None) -> list[dict[str, object]]:
+    """One record per question: its database, wording, the candidates and their features; with
+    ``tenant_of`` (datasource -> tenant) each question is asked as its database's tenant."""
     from nl2sql_assets.config import Settings
     from nl2sql_assets.retrieval.models import RetrievalRequest, RetrieverConfig
     from nl2sql_assets.retrieval.retriever import SchemaRetriever
@@ -79,7 +85,8 @@ def collect(bench: str, dataset: Path, work: Path, count: int, route_k: int | No
         for start in range(0, len(questions), BATCH):
             chunk = questions[start:start + BATCH]
             found = retriever.route_candidates(
-                [RetrievalRequest(question=q["question"], evidence=q.get("evidence") or None) for q in chunk], count)
+                [RetrievalRequest(question=q["question"], evidence=q.get("evidence") or None,
+                                  tenant=(tenant_of or {}).get(q["datasource"])) for q in chunk], count)
             for q, cand in zip(chunk, found, strict=True):
                 out.append({"db": q["db"], "bench": bench, "wording": q["wording"], "gold": q["datasource"],
                             "names": cand.names, "x": cand.features, "sql": q.get("gold_sql"),
@@ -201,6 +208,37 @@ def fit_softmax(groups: list[tuple[np.ndarray, int]], nonneg: list[bool], c: flo
     return w, float(bias)
 
 
+def fold_assignment(dbs: set[str], folds: int) -> dict[str, int]:
+    """Each database's fold (``bench/datasource`` -> 0..folds-1): shuffled, then dealt in turn."""
+    order = sorted(dbs)
+    random.Random(11).shuffle(order)
+    return {db: i % folds for i, db in enumerate(order)}
+
+
+def index_as_fold_tenants(bench: str, work: Path, out: Path, fold_of: dict[str, int]) -> dict[str, str]:
+    """Index ``work``'s databases again into ``out``, each under the tenant of its fold
+    (``fold<k>``), unless ``out`` holds that index already; returns datasource -> tenant. A question
+    asked as its database's tenant is routed among its fold's databases only: databases the
+    routing model, fitted on the other folds, never saw, as many together as a small benchmark."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from retrieval_quality import _index
+
+    spec = yaml.safe_load((work / "datasources.yaml").read_text(encoding="utf-8"))
+    ids = [str(d["id"]) for d in spec["datasources"]]
+    tenant_of = {ds: f"fold{fold_of[bench + '/' + ds]}" for ds in ids if bench + "/" + ds in fold_of}
+    path = out / "datasources.yaml"
+    folded = {"datasources": [{**d, "tenant": tenant_of[str(d["id"])]} for d in spec["datasources"]
+                              if str(d["id"]) in tenant_of]}
+    if not path.exists() or yaml.safe_load(path.read_text(encoding="utf-8")) != folded:
+        out.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(folded), encoding="utf-8")
+        os.environ["NL2SQL_HOME"] = str(out.absolute() / "home")
+        from nl2sql_assets.config import Settings
+
+        _index(Settings.from_env(), path)
+    return tenant_of
+
+
 def held_out_routing(records: list[dict[str, object]], folds: int = 5, iters: int = 3000,
                      loss: str = "softmax") -> dict[str, object]:
     """Routing held out by database-grouped folds over collected candidates (:func:`collect`), the
@@ -208,9 +246,8 @@ def held_out_routing(records: list[dict[str, object]], folds: int = 5, iters: in
     weights and bias, ``weights`` by feature name)."""
     from nl2sql_assets.retrieval.routing import ROUTE_FEATURES
 
-    dbs = sorted({str(r["db"]) for r in records})
-    random.Random(11).shuffle(dbs)
-    fold_of = {db: i % folds for i, db in enumerate(dbs)}
+    fold_of = fold_assignment({str(r["db"]) for r in records}, folds)
+    dbs = list(fold_of)
     nonneg = [name not in FREE for name in ROUTE_FEATURES]
 
     def fit(part: list[dict[str, object]]) -> tuple[np.ndarray, float]:
@@ -263,24 +300,59 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loss", choices=("softmax", "binary"), default="softmax",
                         help="softmax: rank a question's candidates against each other; binary: each on its own")
     parser.add_argument("--save", type=Path, default=None, help="save the collected candidates (pickle) for --load")
-    parser.add_argument("--load", type=Path, default=None, help="fit on candidates saved by --save")
+    parser.add_argument("--load", type=Path, default=None, help="fit on candidates saved by --save (with their within-fold candidates, if saved)")
+    parser.add_argument("--without", action="append", default=[], metavar="FEATURE",
+                        help="fit and hold out with this routing feature left out (repeatable)")
+    parser.add_argument("--fold-tenants", type=str, action="append", default=[], metavar="NAME=DIR",
+                        help="also route benchmark NAME's questions among their own fold's databases only "
+                             "(indexed again in DIR, one tenant per fold), printed as within_fold")
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
+    fold_records: list[dict[str, object]] = []
     if args.load is not None:
         records = pickle.loads(args.load.read_bytes())
+        fold_records = [r for r in records if r.get("within_fold")]
+        records = [r for r in records if not r.get("within_fold")]
     else:
         records = [r for name, dataset, work in args.bench
                    for r in collect(name, dataset, work, args.candidates, args.route_k, args.lexical_candidates,
                                    args.meaning_candidates)]
+    fold_of = fold_assignment({str(r["db"]) for r in records}, args.folds)
+    benches = {name: (dataset, work) for name, dataset, work in args.bench}
+    for spec in args.fold_tenants:
+        name, _, out = spec.partition("=")
+        if any(r["bench"] == name for r in fold_records):
+            continue  # loaded with --load
+        dataset, work = benches[name]
+        tenant_of = index_as_fold_tenants(name, work, Path(out), fold_of)
+        for r in collect(name, dataset, Path(out), args.candidates, args.route_k, args.lexical_candidates,
+                         args.meaning_candidates, tenant_of=tenant_of):
+            fold_records.append({**r, "within_fold": True})
     if args.save is not None:
-        args.save.write_bytes(pickle.dumps(records))
+        args.save.write_bytes(pickle.dumps(records + fold_records))
     collected = time.perf_counter() - started
+    if args.without:
+        from nl2sql_assets.retrieval.routing import ROUTE_FEATURES
+
+        off = [ROUTE_FEATURES.index(f) for f in args.without]
+        for r in records + fold_records:
+            r["x"] = np.array(r["x"], dtype=np.float64)
+            r["x"][:, off] = 0.0  # type: ignore[index]
     out = {"candidates": args.candidates, "lexical_candidates": args.lexical_candidates,
            "meaning_candidates": args.meaning_candidates, "loss": args.loss,
            "folds": args.folds, "questions": len(records),
            "collect_s": round(collected, 1), **held_out_routing(records, args.folds, args.iters, args.loss)}
     w, b = out.pop("model")  # type: ignore[misc]
+    if fold_records:
+        folded = {r["bench"] for r in fold_records}
+        within = held_out_routing([r for r in records if r["bench"] not in folded] + fold_records,
+                                  args.folds, args.iters, args.loss)
+        out["within_fold"] = {"held_out": within["held_out"],
+                              "databases_per_fold": {f"{b}/fold{k}": sum(1 for db, f in fold_of.items()
+                                                                         if f == k and db.startswith(f"{b}/"))
+                                                     for b in sorted(folded) for k in range(args.folds)}}
+    out["without"] = args.without
     print(json.dumps(out, indent=2))
     print(f"ROUTE_MODEL = LinearModel(weights=({', '.join(f'{v:.4f}' for v in w)},), bias={b:.4f})")
     return 0
