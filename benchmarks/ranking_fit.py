@@ -422,7 +422,8 @@ def selection_sets(r: Row, **cut: object) -> tuple[set[str], set[str]]:
                    column_threshold=1 - math.exp(-cfg.column_cost / n), min_columns=cfg.min_columns_per_table,
                    primary_keys=True, recall_target=cfg.recall_target, column_recall_target=cfg.column_recall_target,
                    min_columns_sent=cfg.min_columns_sent, budget_sharpness=cfg.budget_sharpness,
-                   sharpen_max_tables=cfg.sharpen_max_tables)
+                   sharpen_max_tables=cfg.sharpen_max_tables,
+                   whole_rows=cfg.whole_rows and r["terms"].whole_rows)  # type: ignore[attr-defined]
     tables = {d["tables"][t] for t in sel.tables}  # type: ignore[index]
     columns = {d["keys"][c] for cs in sel.columns.values() for c in cs}  # type: ignore[index]
     return tables, columns

@@ -39,6 +39,9 @@ _DATE_RE = re.compile(
     r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2}(?:st|nd|rd|th)?,? \d{4}\b",
     re.IGNORECASE)
 _TIME_RE = re.compile(r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\.\d+)?\b")
+# "all the information about", "every detail of", "everything": the answer is whole rows (SELECT *)
+_WHOLE_ROWS_RE = re.compile(r"\b(?:all|every|full|complete|entire)\s+(?:of\s+)?(?:the\s+)?"
+                            r"(?:info|information|details?|data|attributes|fields|records?)\b|\beverything\b", re.I)
 # a single quote opens only after a non-word character and closes only before one, so the
 # apostrophes of "What's" and "Senna's" quote nothing, while 'Nyx Hero's Path' stays whole
 _QUOTED_RE = re.compile(r"(?<!\w)'((?:[^'\n]|'(?=\w)){1,80}?)'(?!\w)|\"([^\"\n]{1,80})\"|`([^`\n]{1,80})`")
@@ -162,7 +165,8 @@ class QueryTerms:
 
     ``segments`` are the texts embedded for dense matching (the question, each evidence clause,
     each hint); ``entities`` the proper nouns and quoted strings (embedded too, matched against
-    text columns and sampled values).
+    text columns and sampled values); ``whole_rows``: the question asks for all the information
+    about something, so every column of its table is wanted.
     """
 
     text: str
@@ -175,6 +179,7 @@ class QueryTerms:
     has_date: bool
     has_time: bool
     literals: frozenset[str] = field(default_factory=frozenset)
+    whole_rows: bool = False
 
 
 def _entities(question: str) -> list[str]:
@@ -254,6 +259,7 @@ def build_query_terms(question: str, evidence: str | None = None, hints: list[st
         has_date=bool(_DATE_RE.search(question)),
         has_time=bool(_TIME_RE.search(question)),
         literals=frozenset(v for v in literals if v),
+        whole_rows=bool(_WHOLE_ROWS_RE.search(question)),
     )
 
 

@@ -384,7 +384,7 @@ def select(index: SchemaIndex, scores: SchemaScores, *, table_threshold: float, 
            column_threshold: float, min_columns: int, primary_keys: bool = False,
            recall_target: float | None = None, column_recall_target: float | None = None,
            min_columns_sent: int = 0, budget_sharpness: float = 1.0,
-           sharpen_max_tables: int = 0) -> Selection:
+           sharpen_max_tables: int = 0, whole_rows: bool = False) -> Selection:
     """Tables by a per-question budget (or an adaptive cut-off), bridge tables, then key, join and
     likely columns per table.
 
@@ -398,7 +398,9 @@ def select(index: SchemaIndex, scores: SchemaScores, *, table_threshold: float, 
     A part of a person's name that is sent brings the table's other parts (first and last name
     are asked for together far more often than alone). Fewer than ``min_columns_sent`` columns
     in all are topped up with the likeliest others of the selected tables: a small schema's
-    columns cost little, and its budget by probability alone stopped at two or three.
+    columns cost little, and its budget by probability alone stopped at two or three. With
+    ``whole_rows`` (the question asks for all the information about something) the likeliest
+    table sends every column.
     """
     prob = scores.table_prob
     if not len(prob):
@@ -450,6 +452,8 @@ def select(index: SchemaIndex, scores: SchemaScores, *, table_threshold: float, 
                       key=lambda ci: (-need[ci], ci))
         for ci in rest[:short]:
             kept[int(table_of[ci])].add(ci)
+    if whole_rows and order[0] in kept:
+        kept[order[0]].update(np.flatnonzero(table_of == order[0]).tolist())
     for t in tables:
         columns[t] = sorted(kept[t], key=lambda ci: (-scores.within_prob[ci], ci))
     return Selection(tables, columns)

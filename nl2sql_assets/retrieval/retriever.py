@@ -286,7 +286,8 @@ class SchemaRetriever:
                                    min_columns=cfg.min_columns_per_table, primary_keys=True,
                                    recall_target=cfg.recall_target, column_recall_target=cfg.column_recall_target,
                                    min_columns_sent=cfg.min_columns_sent, budget_sharpness=cfg.budget_sharpness,
-                                   sharpen_max_tables=cfg.sharpen_max_tables)
+                                   sharpen_max_tables=cfg.sharpen_max_tables,
+                                   whole_rows=cfg.whole_rows and q.terms.whole_rows)
         tables = []
         for t in selection.tables:
             table = snapshot.tables[t]

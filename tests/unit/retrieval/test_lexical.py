@@ -62,6 +62,22 @@ def test_query_terms_split_evidence_and_find_literals() -> None:
     assert build_query_terms("Races in 1999").has_year
 
 
+@pytest.mark.parametrize(("question", "whole"), [
+    ("What is all the information about the Marketing department?", True),
+    ("List all info about all people.", True),
+    ("Show every detail of order 12", True),
+    ("Give me the full record of each flight", True),
+    ("Tell me everything about the singers from France", True),
+    ("What are the names of all departments?", False),
+    ("How many records are there?", False),
+    ("Show the details of the most recent order", False),  # which details: the budget decides
+])
+def test_a_question_for_all_the_information_asks_for_whole_rows(question: str, whole: bool) -> None:
+    assert build_query_terms(question).whole_rows is whole
+    # evidence does not count: only what the question asks for
+    assert build_query_terms("Which orders?", evidence="everything refers to all data").whole_rows is False
+
+
 def test_exact_and_qualified_mentions_including_names_with_spaces() -> None:
     index = LexicalIndex(schools())
     terms = build_query_terms("Rate?", "rate = `Free Meal Count (K-12)` / frpm.`Enrollment (K-12)`; see satscores.cds")

@@ -104,6 +104,21 @@ def test_column_threshold_trades_columns_for_recall() -> None:
     assert len(tight.columns[t]) == 1
 
 
+def test_whole_rows_send_every_column_of_the_likeliest_table_only() -> None:
+    snap = shop()
+    index = ranking.build_schema_index(snap)
+    scores = ranking.score_schema(index, build_query_terms("order totals by status"),
+                                  dense_for(index, snap, {"orders": 0.7, "customers": 0.5, "orders.total": 0.6}))
+    cut = {"table_threshold": 0.0, "max_tables": 2, "column_threshold": 1.0, "min_columns": 1}
+    budget = ranking.select(index, scores, **cut)  # type: ignore[arg-type]
+    whole = ranking.select(index, scores, **cut, whole_rows=True)  # type: ignore[arg-type]
+    assert budget.tables == whole.tables and len(whole.tables) == 2
+    top, other = whole.tables
+    assert snap.tables[top].name == "orders" and len(whole.columns[top]) == len(snap.tables[top].columns)
+    assert len(budget.columns[top]) < len(snap.tables[top].columns)
+    assert whole.columns[other] == budget.columns[other]  # the other tables keep their budget
+
+
 def test_value_hits_point_to_the_column_holding_the_value() -> None:
     from nl2sql_assets.schema.models import ColumnStats
 

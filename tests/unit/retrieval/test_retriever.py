@@ -226,6 +226,19 @@ def test_no_candidates_returns_the_full_schema(world: World) -> None:
     assert [(t.name, t.columns) for t in result.tables] == [(t.name, [c.name for c in t.columns]) for t in snap.tables]
 
 
+def test_a_question_for_all_the_information_gets_whole_rows(world: World) -> None:
+    """"All the information about customers" is answered with whole rows: every column of the
+    table it is about, unless ``whole_rows`` is off."""
+    question = "Show all the information about customers in Lyon"
+    no_floor = RetrieverConfig(min_columns_sent=0)  # the floor alone would send these 5 columns
+    whole = world.retriever(no_floor).retrieve(question, datasource="shop")
+    snapshot = world.schema_store.get_snapshot("shop")
+    every = [c.name for c in next(t for t in snapshot.tables if t.name == "customers").columns]
+    assert table_names(whole)[0] == "customers" and sorted(whole.tables[0].columns) == sorted(every)
+    budget = world.retriever(no_floor.model_copy(update={"whole_rows": False})).retrieve(question, datasource="shop")
+    assert table_names(budget)[0] == "customers" and len(budget.tables[0].columns) < len(every)
+
+
 def test_small_schema_shortcut_is_configurable(world: World) -> None:
     small = world.retriever(RetrieverConfig(small_schema_columns=1000)).retrieve("orders", datasource="shop")
     assert small.fallback == "small_schema" and len(small.tables) == 5
