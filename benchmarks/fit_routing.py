@@ -300,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loss", choices=("softmax", "binary"), default="softmax",
                         help="softmax: rank a question's candidates against each other; binary: each on its own")
     parser.add_argument("--save", type=Path, default=None, help="save the collected candidates (pickle) for --load")
-    parser.add_argument("--load", type=Path, default=None, help="fit on candidates saved by --save (with their within-fold candidates, if saved)")
+    parser.add_argument("--load", type=Path, default=None,
+                        help="fit on candidates saved by --save (with their within-fold candidates, if saved)")
     parser.add_argument("--without", action="append", default=[], metavar="FEATURE",
                         help="fit and hold out with this routing feature left out (repeatable)")
     parser.add_argument("--fold-tenants", type=str, action="append", default=[], metavar="NAME=DIR",

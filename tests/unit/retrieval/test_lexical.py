@@ -74,8 +74,12 @@ def test_query_terms_split_evidence_and_find_literals() -> None:
 ])
 def test_a_question_for_all_the_information_asks_for_whole_rows(question: str, whole: bool) -> None:
     assert build_query_terms(question).whole_rows is whole
-    # evidence does not count: only what the question asks for
+
+
+def test_evidence_never_asks_for_whole_rows() -> None:
+    """Only what the question asks for counts, not the wording of its evidence."""
     assert build_query_terms("Which orders?", evidence="everything refers to all data").whole_rows is False
+    assert build_query_terms("Everything about orders?", evidence="orders refers to sales").whole_rows is True
 
 
 def test_exact_and_qualified_mentions_including_names_with_spaces() -> None:
