@@ -20,6 +20,7 @@ from types import MappingProxyType
 import numpy as np
 
 from nl2sql_assets.indexing.models import split_identifier
+from nl2sql_assets.retrieval.stemming import stem
 from nl2sql_assets.schema.models import SchemaSnapshot
 
 STOPWORDS = frozenset("""
@@ -72,23 +73,6 @@ _PLACE_WORDS = frozenset("""city country region district state county location a
 hometown continent territory municipality""".split())
 _DATE_FAMILIES = frozenset({"date", "datetime"})
 _TEXT_FAMILIES = frozenset({"text", "other", "json", "uuid"})
-
-
-def stem(word: str) -> str:
-    """A light English stemmer: plurals only, so identifiers keep their shape.
-
-    >>> stem("schools"), stem("countries"), stem("classes"), stem("status"), stem("axis")
-    ('school', 'country', 'class', 'status', 'axis')
-    """
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 4 and word.endswith("sses"):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("es") and word[-3] in "sxz":
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
 
 
 def words(text: str, *, drop_stopwords: bool = True) -> list[str]:

@@ -97,9 +97,9 @@ VALUE_HIT_WEIGHT = 3.0  # by hand: see the module docstring
 
 # Fitted weights (logistic regression, L2, C=1, out-of-fold stacking), as printed by
 # benchmarks/fit_ranking_weights.py (or heldout.py --weights) on BIRD dev + Spider train.
-COLUMN_MODEL = LinearModel(weights=(0.0000, 4.5346, 2.9285, 0.0000, 0.4707, 0.0000, 0.7460, 1.1659, 4.3356, 1.2562, 1.6714, 0.0000, 1.3336, 0.6383, 1.0596, 0.0000, 0.0000, 0.6962, 0.0000, 8.3598, 2.0665, 1.0498,), bias=-5.2609)
-TABLE_MODEL = LinearModel(weights=(0.0000, 0.9393, 0.0000, 0.0700, 0.4815, 0.0000, 0.5367, 0.0000, 3.5775, 0.0039, 40.4203, 0.6636, 0.5169, 0.1257, 0.4964, 0.1020, 0.1566, 0.0000, 0.0000, 0.1302, -0.2077, 0.1124, 0.0519, 5.3864, 2.0476, 2.4520, 0.0000, 0.0000,), bias=-3.3721)
-CONTEXT_LINEAR = LinearModel(weights=(0.0000, 1.3342, 3.6139, 0.8181, -0.0099, 1.3070, 0.4646, 0.5723, 7.0255, 0.0000, 0.4087, 0.0000, 0.0322, 0.0000, 0.0000, 0.3607, 0.0000, 1.5585, 0.0000, 47.7944, 0.3793, 0.2028, 0.0642, 0.4445, 0.0619, 0.1795, 0.0000, 0.0000, 0.0334, -0.2353, -0.0630, 0.0000, 5.8248, 1.4145, 1.3164, 0.0000, 0.0000,), bias=-3.5085)
+COLUMN_MODEL = LinearModel(weights=(0.0000, 4.5255, 2.9278, 0.0000, 0.4701, 0.0000, 0.7441, 1.1635, 4.3378, 1.2610, 1.6809, 0.0000, 1.3368, 0.6415, 1.0608, 0.0000, 0.0000, 0.6963, 0.0000, 8.3696, 2.0691, 1.0372,), bias=-5.2576)
+TABLE_MODEL = LinearModel(weights=(0.0000, 0.7969, 0.0000, 0.0628, 0.5147, 0.0000, 0.5349, 0.0000, 3.5466, 0.0039, 40.5573, 0.7047, 0.4799, 0.0631, 0.5111, 0.1043, 0.1688, 0.0000, 0.0000, 0.1233, -0.2088, 0.1202, 0.0461, 5.5332, 2.1105, 2.5057, 0.0000, 0.0000,), bias=-3.3785)
+CONTEXT_LINEAR = LinearModel(weights=(0.0000, 1.3339, 3.6463, 0.8119, -0.0096, 1.3479, 0.4677, 0.5758, 7.0215, 0.0000, 0.3785, 0.0000, 0.0380, 0.0000, 0.0000, 0.3551, 0.0000, 1.5269, 0.0000, 47.9591, 0.4052, 0.1983, 0.0000, 0.4478, 0.0731, 0.1697, 0.0000, 0.0000, 0.0273, -0.2372, -0.0596, 0.0000, 5.9826, 1.5071, 1.3573, 0.0000, 0.0000,), bias=-3.5411)
 #: the context stage: the mean of CONTEXT_LINEAR's logit and a network's (written next to this module)
 CONTEXT_MODEL = MeanLogitModel((CONTEXT_LINEAR, MLPModel.load(Path(__file__).with_name("context_model.json"),
                                                               CONTEXT_FEATURES + TABLE_FEATURES)))
@@ -107,7 +107,7 @@ CONTEXT_MODEL = MeanLogitModel((CONTEXT_LINEAR, MLPModel.load(Path(__file__).wit
 #: benchmarks/fit_ranking_weights.py next to this module
 WITHIN_MODEL = MLPModel.load(Path(__file__).with_name("within_model.json"), WITHIN_FEATURES)
 # Confidence calibration over confidence.CONFIDENCE_FEATURES, as printed by benchmarks/fit_confidence.py.
-CONFIDENCE_MODEL = LinearModel(weights=(0.7611, 6.4875, 10.8836, -1.5165, 3.7968,), bias=-5.0094)
+CONFIDENCE_MODEL = LinearModel(weights=(0.7583, 6.7618, 10.9325, -1.5513, 3.8355,), bias=-4.9944)
 
 
 @dataclass(frozen=True)

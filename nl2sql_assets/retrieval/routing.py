@@ -55,7 +55,7 @@ NAMED_CAPS = (3.0, 5.0)
 ROUTE_COLUMNS_CAP = 64
 # Fitted by benchmarks/fit_routing.py --candidates 12 --lexical-candidates 2 --meaning-candidates 2
 # (softmax over each question's candidates; printed as-is).
-ROUTE_MODEL = LinearModel(weights=(8.2203, 4.0587, 1.2350, 1.9177, 3.4035, 0.0503, 0.2806, 0.0000, 0.0000, 0.0000, 0.4345, 0.6326, 0.1992, 2.8786, 3.6995, -1.1068, 2.3783,), bias=-8.8218)
+ROUTE_MODEL = LinearModel(weights=(8.1390, 3.7429, 1.2604, 1.8329, 3.3011, 0.1184, 0.2523, 0.0000, 0.0000, 0.0000, 0.2388, 0.6358, 0.1959, 2.6667, 3.8651, -1.1489, 3.1636,), bias=-8.6880)
 
 
 @dataclass(frozen=True)
