@@ -20,7 +20,7 @@ from types import MappingProxyType
 import numpy as np
 
 from nl2sql_assets.indexing.models import split_identifier
-from nl2sql_assets.retrieval.stemming import stem
+from nl2sql_assets.stemming import stem
 from nl2sql_assets.schema.models import SchemaSnapshot
 
 STOPWORDS = frozenset("""

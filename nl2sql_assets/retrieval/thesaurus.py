@@ -28,7 +28,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from nl2sql_assets.retrieval.stemming import stem
+from nl2sql_assets.stemming import stem
 from nl2sql_assets.retrieval.word_list import CachedWordList, WordList
 from nl2sql_assets.retrieval.wordnet import WordNet, wordnet_path
 

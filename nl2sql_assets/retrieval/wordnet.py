@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nl2sql_assets.retrieval.stemming import stem
+from nl2sql_assets.stemming import stem
 from nl2sql_assets.retrieval.word_list import CachedWordList
 
 log = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ class WordNet(CachedWordList):
 
 
 def unstemmed(word: str) -> list[str]:
-    """The single words :func:`~nl2sql_assets.retrieval.stemming.stem` maps to ``word``: itself and
+    """The single words :func:`~nl2sql_assets.stemming.stem` maps to ``word``: itself and
     its plurals, so that a stemmed word finds the lemmas WordNet lists it under.
 
     >>> unstemmed("country"), unstemmed("class"), unstemmed("status")

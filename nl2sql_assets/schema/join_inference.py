@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from nl2sql_assets.schema.models import Column, ForeignKey, Table
+from nl2sql_assets.stemming import stem as singular
 
 KEY_SUFFIXES = ("key", "id")
 #: affixes that mark a table's role in a warehouse, not its entity (``DIM_BUILDING`` is "building")
@@ -85,21 +86,6 @@ def tokens(identifier: str) -> list[str]:
                 words[-1:] = [last[: -len(suffix)], suffix]
                 break
     return words
-
-
-def singular(word: str) -> str:
-    """A crude singular, enough for table names (``companies`` -> company, ``addresses`` -> address).
-
-    >>> [singular(w) for w in ("companies", "addresses", "orders", "status", "boxes")]
-    ['company', 'address', 'order', 'status', 'box']
-    """
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 4 and word.endswith(("sses", "xes", "ches", "shes")):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
 
 
 def table_stem(name: str) -> tuple[str, ...]:

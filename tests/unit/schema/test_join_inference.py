@@ -68,6 +68,20 @@ def test_conventional_id_columns_join_plural_and_singular_tables() -> None:
                                 ("orders", "CompanyID", "company", "id")}
 
 
+def test_irregular_plural_tables_are_joined_by_their_singular() -> None:
+    """The plural stemmer retrieval uses: movies is movie (not movy), statuses is status, and
+    matches is match."""
+    tables = [
+        table("movies", "id", "title:TEXT"),
+        table("statuses", "id", "label:TEXT"),
+        table("matches", "id", "played_on:DATE"),
+        table("tickets", "id", "movie_id", "status_id", "match_id", "price:DECIMAL(10,2)"),
+    ]
+    assert joins_of(tables) == {("tickets", "movie_id", "movies", "id"),
+                                ("tickets", "status_id", "statuses", "id"),
+                                ("tickets", "match_id", "matches", "id")}
+
+
 def test_a_declared_primary_key_is_the_key_and_declared_foreign_keys_are_left_alone() -> None:
     declared = ForeignKey(columns=["region_key"], ref_table="regions", ref_columns=["region_no"])
     tables = [

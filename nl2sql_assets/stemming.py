@@ -1,10 +1,12 @@
 """A light English stemmer for question words and identifier words: plurals only.
 
-Every lexical match, word meaning's vectors and the thesaurus lookups see the stems, so a plural
-must stem to its singular exactly: "courses" that stemmed to ``cours`` missed the ``course``
-table, "matches" that stemmed to ``matche`` the ``match`` table and "movies" that stemmed to
-``movy`` the ``movie`` table, and the stem was what word meaning embedded. Identifiers keep their
-shape otherwise (no suffix but the plural's is touched).
+Retrieval and join inference share it: an inferred join matches ``movie_id`` to a ``movies``
+table by the same singular a question's "movies" finds the ``movie`` table by. Every lexical
+match, word meaning's vectors and the thesaurus lookups see the stems, so a plural must stem to
+its singular exactly: "courses" that stemmed to ``cours`` missed the ``course`` table, "matches"
+that stemmed to ``matche`` the ``match`` table and "movies" that stemmed to ``movy`` the
+``movie`` table, and the stem was what word meaning embedded. Identifiers keep their shape
+otherwise (no suffix but the plural's is touched).
 """
 
 from __future__ import annotations
