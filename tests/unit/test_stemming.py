@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from nl2sql_assets.retrieval.lexical import LexicalIndex, build_query_terms
-from nl2sql_assets.stemming import stem
 from nl2sql_assets.schema.models import Column, DatasourceInfo, SchemaSnapshot, Table
+from nl2sql_assets.stemming import stem
 from tests.retrieval_samples import CAPTURED
 
 
