@@ -12,7 +12,9 @@ with it blanked, Spider in both wordings; at most ``--max-train`` questions, dra
 applied to this fold's, with a query adapter (``ranking_fit.fit_adapter``) fitted on the other folds
 too (``--no-query-adapter``: without one; ``--adapter-cache DIR`` keeps each fitted adapter there, named by a
 digest of what it was fitted on (settings, query and chunk vectors, labels), and reuses it: the adapters are
-most of a run's time and do not depend on the ranking stages). Every figure is then computed over held-out outputs only, per benchmark and per wording:
+most of a run's time and do not depend on the ranking stages) and a word-association table
+(``nl2sql_assets.retrieval.word_association``) fitted on the other folds' questions
+(``--no-word-association``: without one). Every figure is then computed over held-out outputs only, per benchmark and per wording:
 
 - ``budget``: the shipped defaults (``RetrieverConfig``: the recall targets);
 - ``table_curve`` / ``column_curve``: the recall/size curve over several targets;
@@ -48,10 +50,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import ranking_fit
-from ranking_fit import (Row, build_rows, cross_fit_adapters, fit_adapter, load_databases, load_questions, measure,
-                         pipeline, plain_dense, plain_routing, with_adapter)
+from ranking_fit import (Row, association_examples, build_rows, cross_fit_adapters, fit_adapter, load_databases,
+                         load_questions, measure, pipeline, plain_dense, plain_routing, with_adapter)
 
-from nl2sql_assets.retrieval import word_similarity
+from nl2sql_assets.retrieval import word_association, word_similarity
 from nl2sql_assets.retrieval.mlp import MLPModel
 
 TABLE_TARGETS = (0.5, 0.7, 0.8, 0.875, 0.9, 0.93, 0.95, 0.96, 0.965, 0.97, 0.98, 0.99)
@@ -127,12 +129,14 @@ def report(rows: list[Row], table_target: float | None = None, column_target: fl
 
 
 def run_folds(rows: list[Row], k: int, max_train: int, iters: int, adapter_model: str | None = None,
-              seed: str = "") -> list[dict[str, object]]:
+              seed: str = "", association: bool = True) -> list[dict[str, object]]:
     """Write held-out outputs into every row: fold by fold, fit on the rest, apply to the fold.
 
     With ``adapter_model`` (the embedding model's key) a query adapter is fitted on the rest too
     and maps the fold's query texts; the training rows get theirs from adapters fitted without
-    their own databases (``ranking_fit.cross_fit_adapters``), as the shipped fit does. Returns per
+    their own databases (``ranking_fit.cross_fit_adapters``), as the shipped fit does. With
+    ``association`` the word-association table is fitted on the rest too (every question of the
+    other folds) and raises the fold's within-table estimates, as the shipped table does. Returns per
     fold its databases, the fitted stages and the adapter (``--save-models``: what
     ``fit_confidence.py --ranking-models`` scores each fold's questions with)."""
     fitted: list[dict[str, object]] = []
@@ -148,8 +152,9 @@ def run_folds(rows: list[Row], k: int, max_train: int, iters: int, adapter_model
             adapter = fit_adapter(rest, adapter_model)
             with_adapter(test, adapter)
             cross_fit_adapters(rest, adapter_model, train)
-        models = pipeline(train, test, iters=iters)
-        fitted.append({"databases": sorted(fold), "models": models, "adapter": adapter})
+        table = word_association.fit(association_examples(rest)) if association else None
+        models = pipeline(train, test, iters=iters, association=table)
+        fitted.append({"databases": sorted(fold), "models": models, "adapter": adapter, "association": table})
         held.update({id(r): {key: r[key] for key in ("cl", "tx", "tp", "wp", "cx")} for r in test})
         print(f"fold {i + 1}/{k}: {len(fold)} databases, {len(test)} held-out questions, "
               f"fitted on {len(train)} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
@@ -212,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="entries listing more synonyms than this link nothing (0: no cap; default word_similarity's)")
     parser.add_argument("--no-query-adapter", action="store_true",
                         help="query texts unmapped (the ablation: what the query adapter adds)")
+    parser.add_argument("--no-word-association", action="store_true",
+                        help="within-table estimates without the word-association table (the ablation)")
     parser.add_argument("--adapter-cache", type=Path, default=None,
                         help="keep fitted query adapters in this folder and reuse them (same rows, same settings)")
     parser.add_argument("--weights", action="store_true",
@@ -242,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
             r.update({k: saved[f"{k}{i}"] for k in keys})
     else:
         fitted = run_folds(rows, args.folds, args.max_train, args.iters,
-                           None if args.no_query_adapter else embed.identity.key, args.fold_seed)  # type: ignore[union-attr]
+                           None if args.no_query_adapter else embed.identity.key, args.fold_seed,  # type: ignore[union-attr]
+                           association=not args.no_word_association)
         if args.save_models:
             args.save_models.write_bytes(pickle.dumps(fitted))
     if args.save:

@@ -18,7 +18,7 @@ import json
 import math
 import os
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from nl2sql_assets.retrieval.entity_kinds import EntityKinds
 from nl2sql_assets.retrieval.mlp import MeanLogitModel, MLPModel
 from nl2sql_assets.retrieval.query_adapter import QueryAdapter
 from nl2sql_assets.retrieval.ranking import FLOOR_MARGIN, DenseScores
+from nl2sql_assets.retrieval.word_association import Example, WordAssociation
 from nl2sql_assets.retrieval.word_similarity import WordScores, question_words, word_scores
 
 FOLDS = 3  # inner database-grouped folds for out-of-fold stacking
@@ -348,8 +349,16 @@ def _fit(names: tuple[str, ...], xs: list[np.ndarray], ys: list[np.ndarray], ite
     return R.LinearModel(tuple(float(v) for v in w), b)
 
 
-def pipeline(train: list[Row], apply: list[Row],
-             iters: int = 3000) -> dict[str, R.LinearModel | MLPModel | MeanLogitModel]:
+def association_examples(rows: list[Row]) -> Iterator[Example]:
+    """The rows as word-association examples (:func:`nl2sql_assets.retrieval.word_association.fit`)."""
+    for r in rows:
+        lex = r["d"]["index"].lexical  # type: ignore[index]
+        yield Example(database=str(r["db"]), question_words=frozenset(r["terms"].words),  # type: ignore[attr-defined]
+                      column_words=[c.name_words for c in lex.columns], needed=(r["cy"] > 0).tolist())  # type: ignore[operator]
+
+
+def pipeline(train: list[Row], apply: list[Row], iters: int = 3000,
+             association: WordAssociation | None = None) -> dict[str, R.LinearModel | MLPModel | MeanLogitModel]:
     """Fit the four stages on ``train`` and write their outputs (``cl``, ``tx``, ``tp``, ``wp``)
     into ``apply`` (the context stage is a logistic model and a network, their logits averaged).
     Each stage is fitted on out-of-fold outputs of the stages before it (the column model's
@@ -401,7 +410,7 @@ def pipeline(train: list[Row], apply: list[Row],
     models["within"] = fit_mlp(R.WITHIN_FEATURES, np.vstack([r["wx"][m] for r, m in zip(train, in_gold)]),  # type: ignore[index]
                                np.concatenate([r["cy"][m] for r, m in zip(train, in_gold)]))  # type: ignore[index]
     for r in apply:
-        r["wp"] = models["within"].prob(r["wx"])  # type: ignore[arg-type]
+        r["wp"] = R.within_prob(models["within"], r["wx"], r["d"]["index"], r["terms"], association)  # type: ignore[arg-type,index]
     return models
 
 

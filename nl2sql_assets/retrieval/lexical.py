@@ -367,6 +367,11 @@ class LexicalIndex:
     def idf(self, word: str) -> float:
         return self._idf.get(word, self._default_idf)
 
+    @property
+    def name_postings(self) -> dict[str, np.ndarray]:
+        """Per name word, the columns whose names hold it."""
+        return self._name_posts
+
     def matched_tokens(self, query_words: frozenset[str]) -> Mapping[str, float]:
         """Index tokens the question contains: 1.0 for the word itself, 0.8 for an abbreviation of one."""
         last = self._last_matched  # one read: another thread may replace it

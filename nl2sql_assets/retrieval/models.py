@@ -132,8 +132,8 @@ class RetrieverConfig(_Frozen):
             selected tables (a small schema's columns cost little; held out on Spider's small
             databases, a floor of 6 once raised every gold column found from 76% to 85% of the
             questions, at 33% of the columns instead of 26%; 0 turns it off). 5 with a column
-            target of 0.8 finds more columns on every benchmark than 6 with 0.75, within the same
-            shares of the columns (docs/retrieval-quality.md).
+            target of 0.77 finds the most columns on every benchmark within BIRD's 25% and
+            Spider's 35% of the columns, with the word association (docs/retrieval-quality.md).
         whole_rows: a question that asks for all the information about something ("all the
             details of", "everything about") gets every column of its likeliest table: its
             answer is whole rows. Held out on Spider it finds every gold column for 0.4 (original)
@@ -160,11 +160,14 @@ class RetrieverConfig(_Frozen):
         query_adapter: map the query texts' vectors with the shipped query adapter
             (:mod:`~nl2sql_assets.retrieval.query_adapter`) when the embedding model is the one it
             was fitted for; the ranking weights were fitted with it.
+        word_association: raise columns whose name words questions with the question's words
+            tended to need (:mod:`~nl2sql_assets.retrieval.word_association`, learned across many
+            databases: "female" needs ``sex``); False leaves the within-table estimate as the network gives it.
         cache_size: (datasource, version) indexes kept in memory.
     """
 
     recall_target: float | None = Field(default=0.965, gt=0.0, lt=1.0)
-    column_recall_target: float | None = Field(default=0.8, gt=0.0, lt=1.0)
+    column_recall_target: float | None = Field(default=0.77, gt=0.0, lt=1.0)
     table_threshold: float = Field(default=0.0768, ge=0.0, le=1.0)
     max_tables: int = Field(default=8, ge=1)
     budget_sharpness: float = Field(default=1.5, gt=0.0)
@@ -183,4 +186,5 @@ class RetrieverConfig(_Frozen):
     infer_joins: bool = True
     word_meaning: bool = True
     query_adapter: bool = True
+    word_association: bool = True
     cache_size: int = Field(default=256, ge=1)

@@ -38,7 +38,9 @@ text's top ``dense_k`` chunks as the vector store returns them. ``benchmarks/fit
 does the fit; ``benchmarks/heldout.py`` refits per database-grouped fold and reports every figure on
 databases the fit never saw, and the default recall targets come from its recall/size curve. The
 weight of ``value_hit`` (a question literal equal to a sampled value) is set by hand: the
-benchmark databases are empty, so no data could fit it.
+benchmark databases are empty, so no data could fit it. A column's learned word association
+(:mod:`~nl2sql_assets.retrieval.word_association`: "female" needs ``sex``) is added to the
+within-table logit with a weight read off the held-out column curves; the network never sees it.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from nl2sql_assets.retrieval.join_paths import JoinGraph
 from nl2sql_assets.retrieval.lexical import LexicalIndex, QueryTerms
 from nl2sql_assets.retrieval.mlp import MeanLogitModel, MLPModel, sigmoid
 from nl2sql_assets.retrieval.thesaurus import default_thesaurus
+from nl2sql_assets.retrieval.word_association import WordAssociation
 from nl2sql_assets.retrieval.word_similarity import SchemaWords, WordScores
 
 COLUMN_FEATURES = (
@@ -94,6 +97,9 @@ DEGREE_CAP = 4.0
 #: the text's weakest returned hit (the retriever builds it so, and the fit reproduces it)
 FLOOR_MARGIN = 0.05
 VALUE_HIT_WEIGHT = 3.0  # by hand: see the module docstring
+#: how much a column's learned word association (:mod:`~nl2sql_assets.retrieval.word_association`)
+#: adds to the within-table logit, read off the held-out column curves (benchmarks/heldout.py)
+ASSOCIATION_WEIGHT = 1.0
 
 # Fitted weights (logistic regression, L2, C=1, out-of-fold stacking), as printed by
 # benchmarks/fit_ranking_weights.py (or heldout.py --weights) on BIRD dev + Spider train.
@@ -336,14 +342,28 @@ def within_features(index: SchemaIndex, col_x: np.ndarray, col_logit: np.ndarray
                             novelty]).astype(np.float64)
 
 
-def score_schema(index: SchemaIndex, terms: QueryTerms, dense: DenseScores) -> SchemaScores:
+def within_prob(model: MLPModel, x: np.ndarray, index: SchemaIndex, terms: QueryTerms,
+                association: WordAssociation | None) -> np.ndarray:
+    """The within-table estimate: the network's logit plus, with ``association``, the column's
+    learned word association times :data:`ASSOCIATION_WEIGHT` (the network never saw it)."""
+    logit = model.logit(x)
+    if association is not None:
+        lex = index.lexical
+        logit = logit + ASSOCIATION_WEIGHT * association.column_scores(terms.words, lex.name_postings,
+                                                                       len(lex.columns))
+    return sigmoid(logit)
+
+
+def score_schema(index: SchemaIndex, terms: QueryTerms, dense: DenseScores,
+                 association: WordAssociation | None = None) -> SchemaScores:
     """Probabilities for every table and column of one datasource."""
     col_x = column_features(index, terms, dense)
     col_logit = column_logits(col_x)
     table_x = table_features(index, terms, dense, col_x, col_logit)
     first = TABLE_MODEL.prob(table_x)
     table_prob = CONTEXT_MODEL.prob(context_features(index, first, table_x, terms, dense.words))
-    within = WITHIN_MODEL.prob(within_features(index, col_x, col_logit, table_prob, terms))
+    within = within_prob(WITHIN_MODEL, within_features(index, col_x, col_logit, table_prob, terms), index, terms,
+                         association)
     return SchemaScores(table_prob=table_prob, column_logit=col_logit, column_prob=1 / (1 + np.exp(-col_logit)),
                         within_prob=within, column_features=col_x, table_features=table_x)
 

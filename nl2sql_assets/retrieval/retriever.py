@@ -70,6 +70,7 @@ from nl2sql_assets.retrieval.query_adapter import QueryAdapter, shipped_adapter
 from nl2sql_assets.retrieval.routing import DatasourceRouter, RouteCandidates
 from nl2sql_assets.retrieval.schema_cache import CachedSchema, SchemaCache
 from nl2sql_assets.retrieval.vector_search import SCHEMA_CHUNKS, LiveVersions, VectorSearch
+from nl2sql_assets.retrieval.word_association import shipped_association
 from nl2sql_assets.retrieval.word_similarity import WordVectorCache
 from nl2sql_assets.schema.protocol import SchemaStore
 from nl2sql_assets.schema.store import build_schema_store
@@ -280,7 +281,8 @@ class SchemaRetriever:
         dense = self._dense_scores(q, cached, hits)
         if dense is None:
             return full_schema(self._schemas, q, datasource, cached, versions, ranked, "no_candidates")
-        scores = ranking.score_schema(cached.index, q.terms, dense)
+        scores = ranking.score_schema(cached.index, q.terms, dense,
+                                      shipped_association() if cfg.word_association else None)
         selection = ranking.select(cached.index, scores, table_threshold=cfg.table_threshold,
                                    max_tables=cfg.max_tables, column_threshold=self._column_threshold(snapshot),
                                    min_columns=cfg.min_columns_per_table, primary_keys=True,

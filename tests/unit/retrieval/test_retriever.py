@@ -383,3 +383,27 @@ def test_a_snapshot_the_chunk_builder_refuses_falls_back_to_its_full_schema(worl
     result = world.retriever().retrieve("x of b", datasource="clash")
     assert result.fallback == "no_candidates"
     assert sorted(t.name for t in result.tables) == ["a.b", "b"]
+
+
+def test_learned_word_association_sends_the_column_a_question_implies(world: World) -> None:
+    """"Female members" needs ``sex`` though no word of the question names it: the shipped word
+    association raises it (the HashEmbedder knows no meaning); with ``word_association`` off it is not sent."""
+    filler = ("locker_number", "tariff_band", "parking_bay", "shoe_size", "towel_count", "guest_passes",
+              "referral_code", "newsletter_opt", "coach_note", "class_quota", "renewal_month", "pool_lane")
+    cols = [Column(name="member_id", ordinal=1, declared_type="INTEGER", type_family="integer", is_primary_key=True),
+            Column(name="member_name", ordinal=2, declared_type="TEXT", type_family="text"),
+            Column(name="sex", ordinal=3, declared_type="TEXT", type_family="text")]
+    cols += [Column(name=n, ordinal=4 + i, declared_type="TEXT", type_family="text") for i, n in enumerate(filler)]
+    snapshot = generated_snapshot(9, datasource_id="club", tenant="acme", entities=("visit", "coach"))
+    snapshot = snapshot.model_copy(update={"tables": [Table(name="members", primary_key=["member_id"], columns=cols),
+                                                      *snapshot.tables]})
+    world.add(snapshot)
+    question = "How many female members are there?"
+    lean = RetrieverConfig(min_columns_sent=0, column_recall_target=0.5)
+    on = world.retriever(lean).retrieve(question, datasource="club")
+    off = world.retriever(lean.model_copy(update={"word_association": False})).retrieve(question, datasource="club")
+    assert table_names(on)[0] == table_names(off)[0] == "members"
+    assert "sex" in on.tables[0].columns and "sex" not in off.tables[0].columns
+    every = RetrieverConfig(min_columns_sent=0, column_recall_target=0.999)  # every column, likeliest first
+    ranked = world.retriever(every).retrieve(question, datasource="club").tables[0].columns
+    assert ranked[0] == "sex"
