@@ -50,7 +50,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from heldout import parse_bench
-from ranking_fit import fit_logistic, load_questions
+from ranking_fit import every_wording, fit_logistic
 
 BATCH = 64
 #: the weights routing used before this fit (by hand), over the same features
@@ -69,9 +69,7 @@ def collect(bench: str, dataset: Path, work: Path, count: int, route_k: int | No
     from nl2sql_assets.retrieval.retriever import SchemaRetriever
 
     os.environ["NL2SQL_HOME"] = str(work.absolute() / "home")
-    questions = load_questions(dataset, bench)
-    if any(q.get("evidence") for q in questions):
-        questions += load_questions(dataset, bench, blank_evidence=True)
+    questions = every_wording(dataset, bench)
     out: list[dict[str, object]] = []
     overrides: dict[str, int] = {}
     if route_k is not None:

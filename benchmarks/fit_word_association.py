@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from heldout import parse_bench
-from ranking_fit import load_questions
+from ranking_fit import every_wording
 
 from nl2sql_assets.retrieval.word_association import SHIPPED_FILE, Example, fit
 
@@ -45,9 +45,7 @@ def examples(name: str, dataset: Path, work: Path) -> Iterator[Example]:
             schemas[f"{name}/{ds}"] = (LexicalIndex(snap), keys)
     finally:
         store.close()
-    questions = load_questions(dataset, name)
-    if any(q.get("evidence") for q in questions):
-        questions += load_questions(dataset, name, blank_evidence=True)
+    questions = every_wording(dataset, name)
     for q in questions:
         if q["db"] not in schemas:
             continue

@@ -50,8 +50,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import ranking_fit
-from ranking_fit import (Row, association_examples, build_rows, cross_fit_adapters, fit_adapter, load_databases,
-                         load_questions, measure, pipeline, plain_dense, plain_routing, with_adapter)
+from ranking_fit import (Row, association_examples, build_rows, cross_fit_adapters, every_wording, fit_adapter,
+                         load_databases, measure, pipeline, plain_dense, plain_routing, with_adapter)
 
 from nl2sql_assets.retrieval import word_association, word_similarity
 from nl2sql_assets.retrieval.mlp import MLPModel
@@ -73,9 +73,7 @@ def load_benchmark(name: str, dataset: Path, work: Path, embed,  # type: ignore[
         dbs = load_databases(store, embed, name)
     finally:
         store.close()
-    questions = load_questions(dataset, name)
-    if any(q.get("evidence") for q in questions):
-        questions += load_questions(dataset, name, blank_evidence=True)
+    questions = every_wording(dataset, name)
     return build_rows([q for q in questions if q["db"] in dbs], dbs, embed, word_meaning)
 
 

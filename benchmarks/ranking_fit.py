@@ -117,6 +117,14 @@ def load_questions(dataset: Path, bench: str, *, blank_evidence: bool = False) -
     return out
 
 
+def every_wording(dataset: Path, bench: str) -> list[Row]:
+    """The benchmark's questions as the fits use them: BIRD's also with the evidence blanked."""
+    questions = load_questions(dataset, bench)
+    if any(q.get("evidence") for q in questions):
+        questions += load_questions(dataset, bench, blank_evidence=True)
+    return questions
+
+
 def _embed_all(embed, texts: Iterable[str], batch: int = 256) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
     unique = list(dict.fromkeys(texts))
     out: dict[str, np.ndarray] = {}
