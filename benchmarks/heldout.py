@@ -18,6 +18,8 @@ most of a run's time and do not depend on the ranking stages) and a word-associa
 
 - ``budget``: the shipped defaults (``RetrieverConfig``: the recall targets);
 - ``table_curve`` / ``column_curve``: the recall/size curve over several targets;
+  ``column_cost_curve`` over several prices of a column (``column_share_cost``), and
+  ``column_target_alone`` the column target without priced columns (the defaults before them);
 - ``fixed_cutoffs``: the previous fixed cut-offs (``recall_target`` None);
 - ``plain_dense``: one MiniLM vector per table (its table chunk), cosine to the question, top-k
   tables with all their columns;
@@ -58,6 +60,9 @@ from nl2sql_assets.retrieval.mlp import MLPModel
 
 TABLE_TARGETS = (0.5, 0.7, 0.8, 0.875, 0.9, 0.93, 0.95, 0.96, 0.965, 0.97, 0.98, 0.99)
 COLUMN_TARGETS = (0.3, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
+COLUMN_COSTS = (0.6, 0.8, 0.9, 1.0, 1.1, 1.2, 1.5, 2.0)
+#: the column target before share-priced columns (``column_share_cost``): the comparison row
+TARGET_ALONE = 0.77
 PLAIN_K = (1, 2, 3, 5)
 
 
@@ -119,6 +124,11 @@ def report(rows: list[Row], table_target: float | None = None, column_target: fl
                             for t in TABLE_TARGETS],
             "column_curve": [{"column_recall_target": c, **measure(part, recall_target=tt, column_recall_target=c)}
                              for c in COLUMN_TARGETS],
+            "column_cost_curve": [{"column_share_cost": c, **measure(part, recall_target=tt, column_recall_target=ct,
+                                                                     column_share_cost=c)} for c in COLUMN_COSTS],
+            "column_target_alone": {"column_recall_target": TARGET_ALONE,
+                                    **measure(part, recall_target=tt, column_recall_target=TARGET_ALONE,
+                                              column_share_cost=None)},
             "fixed_cutoffs": measure(part, recall_target=None, column_recall_target=None),
             "plain_dense": {f"top{k}": plain_dense(part, k) for k in PLAIN_K},
             "plain_dense_routing": plain_routing(part),

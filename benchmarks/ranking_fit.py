@@ -438,6 +438,7 @@ def selection_sets(r: Row, **cut: object) -> tuple[set[str], set[str]]:
     sel = R.select(d["index"], scores, table_threshold=cfg.table_threshold, max_tables=cfg.max_tables,  # type: ignore[index]
                    column_threshold=1 - math.exp(-cfg.column_cost / n), min_columns=cfg.min_columns_per_table,
                    primary_keys=True, recall_target=cfg.recall_target, column_recall_target=cfg.column_recall_target,
+                   column_share_cost=cfg.column_share_cost,
                    min_columns_sent=cfg.min_columns_sent, budget_sharpness=cfg.budget_sharpness,
                    sharpen_max_tables=cfg.sharpen_max_tables,
                    whole_rows=cfg.whole_rows and r["terms"].whole_rows)  # type: ignore[attr-defined]

@@ -224,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tables", type=int, default=None, help="RetrieverConfig.max_tables")
     parser.add_argument("--column-recall-target", type=float, default=None,
                         help="RetrieverConfig.column_recall_target")
+    parser.add_argument("--column-share-cost", type=float, default=None,
+                        help="RetrieverConfig.column_share_cost")
     parser.add_argument("--heldout-bench", type=str, action="append", default=[], metavar="NAME=DATASET:WORK",
                         help="also report held-out figures (heldout.py: database-grouped folds) over these "
                              "indexed benchmarks (repeatable)")
@@ -260,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
 
     targets = {k: v for k, v in (("recall_target", args.recall_target),
                                  ("column_recall_target", args.column_recall_target),
+                                 ("column_share_cost", args.column_share_cost),
                                  ("max_tables", args.max_tables)) if v is not None}
     config = RetrieverConfig(**targets)
     with SchemaRetriever.from_settings(settings, config=config) as retriever:
@@ -318,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         "index_seconds": round(index_s, 1),
         "recall_target": config.recall_target,
         "column_recall_target": config.column_recall_target,
+        "column_share_cost": config.column_share_cost,
         "per_wording": per_wording,
     }
     if args.per_datasource:

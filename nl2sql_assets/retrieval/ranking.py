@@ -100,6 +100,9 @@ VALUE_HIT_WEIGHT = 3.0  # by hand: see the module docstring
 #: how much a column's learned word association (:mod:`~nl2sql_assets.retrieval.word_association`)
 #: adds to the within-table logit, read off the held-out column curves (benchmarks/heldout.py)
 ASSOCIATION_WEIGHT = 1.0
+#: a column's price is ``columns ** -COLUMN_COST_EXPONENT`` (:func:`share_priced_threshold`): 1 is its
+#: share of the schema, 0 one column anywhere; 0.75 was read off the held-out column curves
+COLUMN_COST_EXPONENT = 0.75
 
 # Fitted weights (logistic regression, L2, C=1, out-of-fold stacking), as printed by
 # benchmarks/fit_ranking_weights.py (or heldout.py --weights) on BIRD dev + Spider train.
@@ -400,9 +403,21 @@ def budget_count(probs_desc: np.ndarray, target: float, minimum: int = 1) -> int
     return max(minimum, int(enough[0]) if enough.size else len(p))
 
 
+def share_priced_threshold(column_share_cost: float, columns: int) -> float:
+    """The estimated need from which a column is worth sending: ``1 - exp(-cost / columns ** e)``
+    (``e`` :data:`COLUMN_COST_EXPONENT`). Sending it raises the log-probability that every needed
+    column is sent by ``-log(1 - need)``; it pays when that outweighs its price.
+
+    >>> round(share_priced_threshold(1.0, 32), 3), round(share_priced_threshold(1.0, 64), 3)
+    (0.072, 0.043)
+    """
+    return 1.0 - math.exp(-column_share_cost / max(1, columns) ** COLUMN_COST_EXPONENT)
+
+
 def select(index: SchemaIndex, scores: SchemaScores, *, table_threshold: float, max_tables: int,
            column_threshold: float, min_columns: int, primary_keys: bool = False,
            recall_target: float | None = None, column_recall_target: float | None = None,
+           column_share_cost: float | None = None,
            min_columns_sent: int = 0, budget_sharpness: float = 1.0,
            sharpen_max_tables: int = 0, whole_rows: bool = False) -> Selection:
     """Tables by a per-question budget (or an adaptive cut-off), bridge tables, then key, join and
@@ -414,7 +429,9 @@ def select(index: SchemaIndex, scores: SchemaScores, *, table_threshold: float, 
     :func:`sharpened` by ``budget_sharpness``), else those whose probability reaches ``table_threshold``. With
     ``column_recall_target`` columns of the selected tables are kept the same way, by the
     probability that the column is needed (its table's times its own within the table; most
-    likely first, across tables), else those whose probability reaches ``column_threshold``.
+    likely first, across tables), else those whose probability reaches ``column_threshold``. With
+    ``column_share_cost`` too, every column whose need reaches :func:`share_priced_threshold` is
+    sent as well, however sure the budget already is.
     A part of a person's name that is sent brings the table's other parts (first and last name
     are asked for together far more often than alone). Fewer than ``min_columns_sent`` columns
     in all are topped up with the likeliest others of the selected tables: a small schema's
@@ -459,6 +476,9 @@ def select(index: SchemaIndex, scores: SchemaScores, *, table_threshold: float, 
     if column_recall_target is not None and optional:
         optional.sort(key=lambda ci: (-need[ci], ci))
         n = budget_count(need[optional], column_recall_target, minimum=0)
+        if column_share_cost is not None:
+            priced = share_priced_threshold(column_share_cost, len(names))
+            n = max(n, int(np.count_nonzero(need[optional] >= priced)))  # sorted: a prefix
         for ci in optional[:n]:
             kept[int(table_of[ci])].add(ci)
     # a person's name is split into parts (first_name, last_name): one part sent brings the others

@@ -287,6 +287,7 @@ class SchemaRetriever:
                                    max_tables=cfg.max_tables, column_threshold=self._column_threshold(snapshot),
                                    min_columns=cfg.min_columns_per_table, primary_keys=True,
                                    recall_target=cfg.recall_target, column_recall_target=cfg.column_recall_target,
+                                   column_share_cost=cfg.column_share_cost,
                                    min_columns_sent=cfg.min_columns_sent, budget_sharpness=cfg.budget_sharpness,
                                    sharpen_max_tables=cfg.sharpen_max_tables,
                                    whole_rows=cfg.whole_rows and q.terms.whole_rows)

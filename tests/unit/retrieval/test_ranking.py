@@ -396,6 +396,38 @@ def test_the_column_budget_sends_more_columns_for_a_higher_target() -> None:
     assert all(scores.within_prob[ci] <= scores.within_prob[tight.columns[0]].min() for ci in left)
 
 
+def test_a_column_worth_its_price_is_sent_however_sure_the_budget_already_is() -> None:
+    """The target alone stops once the rest looks unlikely enough together (here after ``a0``);
+    a priced column goes whenever its own need outweighs its price, which falls as the schema
+    widens; a price above every need leaves the budget's choice as it was."""
+    snap = chain(3)
+    index = ranking.build_schema_index(snap)
+    names = [c.name for c in index.lexical.columns]
+    within = np.array([{"a0": 0.99, "b0": 0.3}.get(n, 0.01) for n in names])
+    scores = dataclasses.replace(with_probs(index, [0.99, 0.001, 0.001]), within_prob=within)
+    kw = dict(table_threshold=0.5, max_tables=12, column_threshold=0.5, min_columns=0, recall_target=0.9,
+              column_recall_target=0.5)
+
+    def sent(cost: float | None) -> list[str]:
+        sel = ranking.select(index, scores, column_share_cost=cost, **kw)  # type: ignore[arg-type]
+        assert sel.tables == [0]
+        return [names[ci] for ci in sel.columns[0]]
+
+    assert sent(None) == ["a0"]
+    assert sent(1.0) == ["a0", "b0"]                     # need 0.29 against a price of 0.13 (14 columns)
+    assert sent(5.0) == sent(None)                       # priced at 0.50: not worth it
+    assert ranking.share_priced_threshold(1.0, 14) < 0.297 < ranking.share_priced_threshold(5.0, 14)
+    prices = [ranking.share_priced_threshold(1.0, n) for n in (5, 14, 64, 1500)]
+    assert prices == sorted(prices, reverse=True) and prices[-1] > 0  # cheaper in a wider schema, never free
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0])
+def test_a_column_price_must_be_positive(bad: float) -> None:
+    with pytest.raises(ValidationError, match="column_share_cost"):
+        RetrieverConfig(column_share_cost=bad)
+    assert RetrieverConfig(column_share_cost=None).column_share_cost is None  # the target alone
+
+
 @pytest.mark.parametrize("bad", [0.0, 1.0, 1.5, -0.2])
 def test_recall_targets_outside_zero_one_are_refused(bad: float) -> None:
     from pydantic import ValidationError

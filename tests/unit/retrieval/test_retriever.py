@@ -385,6 +385,23 @@ def test_a_snapshot_the_chunk_builder_refuses_falls_back_to_its_full_schema(worl
     assert sorted(t.name for t in result.tables) == ["a.b", "b"]
 
 
+def test_the_column_price_in_the_config_reaches_the_selection(world: World) -> None:
+    """``column_share_cost`` is what the retriever prices columns by: a cheap column sends more of
+    the chosen tables' columns than the target alone, a price no need reaches sends what the target
+    alone sends, and neither moves the tables."""
+    world.add(generated_snapshot(9, datasource_id="club", tenant="acme", entities=("member", "visit", "coach")))
+    question = "Which members visited a coach last month?"
+
+    def sent(cost: float | None) -> tuple[list[str], int]:
+        config = RetrieverConfig(min_columns_sent=0, column_recall_target=0.5, column_share_cost=cost)
+        result = world.retriever(config).retrieve(question, datasource="club")
+        return table_names(result), sum(len(t.columns) for t in result.tables)
+
+    alone, cheap, dear = sent(None), sent(0.01), sent(1000.0)
+    assert alone[0] == cheap[0] == dear[0]
+    assert cheap[1] > alone[1] and dear == alone
+
+
 def test_learned_word_association_sends_the_column_a_question_implies(world: World) -> None:
     """"Female members" needs ``sex`` though no word of the question names it: the shipped word
     association raises it (the HashEmbedder knows no meaning); with ``word_association`` off it is not sent."""
