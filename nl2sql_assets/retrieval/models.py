@@ -113,7 +113,7 @@ class RetrieverConfig(_Frozen):
             estimated need reaches ``1 - exp(-column_share_cost / columns ** 0.75)`` (columns: the
             datasource's; ``ranking.share_priced_threshold``), however sure the budget already is:
             a column is worth sending when its need outweighs its price, and the price falls as
-            the schema widens. Held out it finds every gold column for 1 to 2 points more of
+            the schema widens. Held out it finds every gold column for 1 to 3 points more of
             BIRD's questions and about half a point more of Spider's, at the same share of the
             columns as the target alone. With it, the target (0.5) is a floor it rarely sets.
             None: the target alone.
