@@ -3,7 +3,7 @@
 Usage (after ``retrieval_quality.py --dataset D --work W`` has built and indexed each benchmark)::
 
     python benchmarks/fit_ranking_weights.py --bench bird=../shared/bench/bird:/tmp/h14a_bird \\
-        --bench spider=../shared/bench/spider-train:/tmp/h14a_spider [--max-train 8000]
+        --bench spider=../shared/bench/spider-train:/tmp/h14a_spider [--max-train 20000]
 
 Builds the product's features for every question (``ranking_fit.build_rows``: BIRD with its
 evidence and with it blanked, Spider in both wordings), fits the three logistic stages (L2, C=1;
@@ -31,7 +31,7 @@ import random
 import sys
 from pathlib import Path
 
-from heldout import load_benchmark, parse_bench
+from heldout import MAX_TRAIN, load_benchmark, parse_bench
 from ranking_fit import (ADAPTER_COLUMNS, ADAPTER_L2, ADAPTER_STEPS, ADAPTER_TAU, as_retrieved, cross_fit_adapters,
                          fit_adapter, fit_logistic, pipeline, top_k_with_floor)
 
@@ -48,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bench", type=parse_bench, action="append", required=True,
                         help="NAME=DATASET_DIR:WORK_DIR (repeatable)")
-    parser.add_argument("--max-train", type=int, default=8000)
+    parser.add_argument("--max-train", type=int, default=MAX_TRAIN,
+                        help="training questions drawn for the stages (the default: every question of both benchmarks, 14,867)")
     parser.add_argument("--iters", type=int, default=2000)
     parser.add_argument("--within-out", type=Path, default=WITHIN_FILE,
                         help="where the within-table network goes (the file ranking.py loads)")

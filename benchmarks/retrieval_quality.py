@@ -166,7 +166,7 @@ def _held_out(specs: list[str], folds: int) -> dict[str, object]:
         embed.close()
         if home:
             os.environ["NL2SQL_HOME"] = home
-    heldout.run_folds(rows, folds, max_train=3000, iters=600, adapter_model=embed.identity.key)
+    heldout.run_folds(rows, folds, max_train=heldout.MAX_TRAIN, iters=600, adapter_model=embed.identity.key)
     return heldout.report(rows)
 
 

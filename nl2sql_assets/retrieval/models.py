@@ -174,9 +174,9 @@ class RetrieverConfig(_Frozen):
         cache_size: (datasource, version) indexes kept in memory.
     """
 
-    recall_target: float | None = Field(default=0.965, gt=0.0, lt=1.0)
+    recall_target: float | None = Field(default=0.955, gt=0.0, lt=1.0)
     column_recall_target: float | None = Field(default=0.5, gt=0.0, lt=1.0)
-    column_share_cost: float | None = Field(default=1.0, gt=0.0)
+    column_share_cost: float | None = Field(default=1.1, gt=0.0)
     table_threshold: float = Field(default=0.0768, ge=0.0, le=1.0)
     max_tables: int = Field(default=8, ge=1)
     budget_sharpness: float = Field(default=1.5, gt=0.0)

@@ -106,9 +106,9 @@ COLUMN_COST_EXPONENT = 0.75
 
 # Fitted weights (logistic regression, L2, C=1, out-of-fold stacking), as printed by
 # benchmarks/fit_ranking_weights.py (or heldout.py --weights) on BIRD dev + Spider train.
-COLUMN_MODEL = LinearModel(weights=(0.0000, 4.5255, 2.9278, 0.0000, 0.4701, 0.0000, 0.7441, 1.1635, 4.3378, 1.2610, 1.6809, 0.0000, 1.3368, 0.6415, 1.0608, 0.0000, 0.0000, 0.6963, 0.0000, 8.3696, 2.0691, 1.0372,), bias=-5.2576)
-TABLE_MODEL = LinearModel(weights=(0.0000, 0.7969, 0.0000, 0.0628, 0.5147, 0.0000, 0.5349, 0.0000, 3.5466, 0.0039, 40.5573, 0.7047, 0.4799, 0.0631, 0.5111, 0.1043, 0.1688, 0.0000, 0.0000, 0.1233, -0.2088, 0.1202, 0.0461, 5.5332, 2.1105, 2.5057, 0.0000, 0.0000,), bias=-3.3785)
-CONTEXT_LINEAR = LinearModel(weights=(0.0000, 1.3339, 3.6463, 0.8119, -0.0096, 1.3479, 0.4677, 0.5758, 7.0215, 0.0000, 0.3785, 0.0000, 0.0380, 0.0000, 0.0000, 0.3551, 0.0000, 1.5269, 0.0000, 47.9591, 0.4052, 0.1983, 0.0000, 0.4478, 0.0731, 0.1697, 0.0000, 0.0000, 0.0273, -0.2372, -0.0596, 0.0000, 5.9826, 1.5071, 1.3573, 0.0000, 0.0000,), bias=-3.5411)
+COLUMN_MODEL = LinearModel(weights=(0.0000, 4.4110, 2.9423, 0.0000, 0.5741, 0.0000, 0.7424, 1.1567, 4.2833, 1.2182, 1.6569, 0.0000, 1.3891, 0.6688, 1.0862, 0.0000, 0.0000, 0.6936, 0.0000, 8.3784, 2.1720, 1.0761,), bias=-5.2512)
+TABLE_MODEL = LinearModel(weights=(0.0000, 0.0000, 0.0000, 0.0674, 0.3960, 0.0000, 0.5492, 0.0000, 2.6552, 0.2137, 1.1342, 0.5834, 0.4316, 0.0786, 0.1941, 0.0227, 0.0000, 0.0000, 0.0000, 0.1035, -0.2006, 0.1691, 0.2476, 4.2421, 3.3663, 2.4864, 0.0000, 0.0000,), bias=-2.1613)
+CONTEXT_LINEAR = LinearModel(weights=(0.0000, 0.8970, 3.8182, 0.6571, 0.1032, 1.2309, 0.4052, 0.5511, 6.9792, 0.0000, 0.0000, 0.0000, 0.0396, 0.0000, 0.0000, 0.3481, 0.0000, 1.0574, 0.1442, 1.2303, 0.3787, 0.1952, 0.0772, 0.2373, 0.0723, 0.0332, 0.0000, 0.0000, 0.0082, -0.2191, -0.0035, 0.1469, 5.7574, 2.6050, 1.4752, 0.0000, 0.0000,), bias=-3.2782)
 #: the context stage: the mean of CONTEXT_LINEAR's logit and a network's (written next to this module)
 CONTEXT_MODEL = MeanLogitModel((CONTEXT_LINEAR, MLPModel.load(Path(__file__).with_name("context_model.json"),
                                                               CONTEXT_FEATURES + TABLE_FEATURES)))
@@ -116,7 +116,7 @@ CONTEXT_MODEL = MeanLogitModel((CONTEXT_LINEAR, MLPModel.load(Path(__file__).wit
 #: benchmarks/fit_ranking_weights.py next to this module
 WITHIN_MODEL = MLPModel.load(Path(__file__).with_name("within_model.json"), WITHIN_FEATURES)
 # Confidence calibration over confidence.CONFIDENCE_FEATURES, as printed by benchmarks/fit_confidence.py.
-CONFIDENCE_MODEL = LinearModel(weights=(0.7583, 6.7618, 10.9325, -1.5513, 3.8355,), bias=-4.9944)
+CONFIDENCE_MODEL = LinearModel(weights=(0.7400, 6.6237, 10.9047, -1.4312, 3.5487,), bias=-4.9706)
 
 
 @dataclass(frozen=True)
