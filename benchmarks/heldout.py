@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--fold-seed", default="", help="another split of the databases into folds (default: the README's)")
     parser.add_argument("--max-train", type=int, default=MAX_TRAIN,
-                        help="training questions per fold (random draw; 20000: every question of the other folds)")
+                        help="training questions per fold (random draw; the default: every question of the other folds)")
     parser.add_argument("--iters", type=int, default=1500, help="optimizer steps per logistic fit")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     parser.add_argument("--save", type=Path, default=None, help="save the held-out outputs (npz) for --load")
