@@ -38,7 +38,7 @@ from nl2sql_assets.retrieval.word_similarity import WordScores, question_words, 
 
 FOLDS = 3  # inner database-grouped folds for out-of-fold stacking
 FREE = {"is_pk", "is_join_key", "degree", "out_degree", "log_columns", "neighbour_max", "neighbour_sum",
-        "between_top2"}
+        "between_top2", "log_tables", "logit_log_tables"}
 Row = dict[str, object]
 
 

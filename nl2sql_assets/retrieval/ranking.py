@@ -12,7 +12,8 @@ with the lexical features of :mod:`nl2sql_assets.retrieval.lexical` in three sma
    answering the same words compete) and what of the question the table explains that the
    likeliest table cannot (words: "orders by loyalty tier" needs a second table; words it means
    that the likeliest table does not: "the hometown of each athlete" needs the table of people;
-   a proper noun when the likeliest table has no name column): the mean of a logistic model's
+   a proper noun when the likeliest table has no name column), and the schema's size (a middling
+   estimate means more among two tables than among twenty): the mean of a logistic model's
    and a small network's logits (held out, at the same number of tables sent, 0.5–1.3 points more
    Spider questions and up to 2.3 more BIRD questions without evidence get every gold table;
    BIRD with evidence within −0.2 to +0.6);
@@ -72,7 +73,7 @@ TABLE_FEATURES = (
     "entity_person", "entity_place", "word_name", "word_cov", "word_col_max",
 )
 CONTEXT_FEATURES = ("logit", "gap", "rank", "neighbour_max", "neighbour_sum", "between_top2", "residual_cov",
-                    "residual_name", "word_residual")
+                    "residual_name", "word_residual", "log_tables", "logit_log_tables")
 WITHIN_FEATURES = ("col_logit", "col_gap_in_table", "col_rank_in_table", "table_prob", "log_columns",
                    *COLUMN_FEATURES, "rank_dense_max", "rank_dense_rank", "rank_name_cov", "rank_desc_cov",
                    "rank_mention", "rank_entity_sim", "rank_word_name", "novelty")
@@ -103,12 +104,14 @@ ASSOCIATION_WEIGHT = 1.0
 #: a column's price is ``columns ** -COLUMN_COST_EXPONENT`` (:func:`share_priced_threshold`): 1 is its
 #: share of the schema, 0 one column anywhere; 0.75 was read off the held-out column curves
 COLUMN_COST_EXPONENT = 0.75
+#: the context stage's schema size (``log_tables``) counts at most this many tables; the fit saw 2 to 26
+CONTEXT_TABLES_CAP = 32
 
 # Fitted weights (logistic regression, L2, C=1, out-of-fold stacking), as printed by
 # benchmarks/fit_ranking_weights.py (or heldout.py --weights) on BIRD dev + Spider train.
 COLUMN_MODEL = LinearModel(weights=(0.0000, 4.4110, 2.9423, 0.0000, 0.5741, 0.0000, 0.7424, 1.1567, 4.2833, 1.2182, 1.6569, 0.0000, 1.3891, 0.6688, 1.0862, 0.0000, 0.0000, 0.6936, 0.0000, 8.3784, 2.1720, 1.0761,), bias=-5.2512)
 TABLE_MODEL = LinearModel(weights=(0.0000, 0.0000, 0.0000, 0.0674, 0.3960, 0.0000, 0.5492, 0.0000, 2.6552, 0.2137, 1.1342, 0.5834, 0.4316, 0.0786, 0.1941, 0.0227, 0.0000, 0.0000, 0.0000, 0.1035, -0.2006, 0.1691, 0.2476, 4.2421, 3.3663, 2.4864, 0.0000, 0.0000,), bias=-2.1613)
-CONTEXT_LINEAR = LinearModel(weights=(0.0000, 0.8970, 3.8182, 0.6571, 0.1032, 1.2309, 0.4052, 0.5511, 6.9792, 0.0000, 0.0000, 0.0000, 0.0396, 0.0000, 0.0000, 0.3481, 0.0000, 1.0574, 0.1442, 1.2303, 0.3787, 0.1952, 0.0772, 0.2373, 0.0723, 0.0332, 0.0000, 0.0000, 0.0082, -0.2191, -0.0035, 0.1469, 5.7574, 2.6050, 1.4752, 0.0000, 0.0000,), bias=-3.2782)
+CONTEXT_LINEAR = LinearModel(weights=(0.0000, 0.9989, 3.8540, 0.5846, 0.1789, 1.1342, 0.4389, 0.5665, 6.9208, -0.3747, -0.1308, 0.0000, 0.0134, 0.0000, 0.0571, 0.0147, 0.0000, 0.4802, 0.0000, 1.5716, 0.1977, 3.4068, 0.4851, 0.3041, 0.3082, 0.2455, 0.1406, 0.1333, 0.0000, 0.0000, 0.0988, -0.2434, 0.0008, 0.1765, 6.6257, 3.2738, 2.0763, 0.0000, 0.0000,), bias=-3.0963)
 #: the context stage: the mean of CONTEXT_LINEAR's logit and a network's (written next to this module)
 CONTEXT_MODEL = MeanLogitModel((CONTEXT_LINEAR, MLPModel.load(Path(__file__).with_name("context_model.json"),
                                                               CONTEXT_FEATURES + TABLE_FEATURES)))
@@ -116,7 +119,7 @@ CONTEXT_MODEL = MeanLogitModel((CONTEXT_LINEAR, MLPModel.load(Path(__file__).wit
 #: benchmarks/fit_ranking_weights.py next to this module
 WITHIN_MODEL = MLPModel.load(Path(__file__).with_name("within_model.json"), WITHIN_FEATURES)
 # Confidence calibration over confidence.CONFIDENCE_FEATURES, as printed by benchmarks/fit_confidence.py.
-CONFIDENCE_MODEL = LinearModel(weights=(0.7400, 6.6237, 10.9047, -1.4312, 3.5487,), bias=-4.9706)
+CONFIDENCE_MODEL = LinearModel(weights=(0.6750, 4.7317, 11.4741, -1.3989, 3.5713,), bias=-5.1586)
 
 
 @dataclass(frozen=True)
@@ -177,10 +180,8 @@ def build_schema_index(snapshot, *, infer_joins: bool = True) -> SchemaIndex:  #
             is_join.append(float((ti, col.name.lower()) in join_keys))
     n_tables = len(snapshot.tables)
     return SchemaIndex(
-        lexical=lexical,
-        graph=graph,
-        is_pk=np.array(is_pk, dtype=np.float32),
-        is_join_key=np.array(is_join, dtype=np.float32),
+        lexical=lexical, graph=graph,
+        is_pk=np.array(is_pk, dtype=np.float32), is_join_key=np.array(is_join, dtype=np.float32),
         # capped: a hub's exact degree says little more, and an extreme one (a table with 24 keys)
         # would put a linear model far outside what it was fitted on
         degree=np.minimum(np.array([len(a) for a in graph.adjacent], dtype=np.float32), DEGREE_CAP),
@@ -304,8 +305,9 @@ def context_features(index: SchemaIndex, first: np.ndarray, table_x: np.ndarray,
     residual_name = (float(bool(terms.entities)) * has_name * (1.0 - has_name[top1])
                      if terms is not None and n else np.zeros(n))
     word_residual = words.residual(int(top1)) if words is not None and n else np.zeros(n)
+    size = np.full(n, math.log(min(max(n, 1), CONTEXT_TABLES_CAP)))
     return np.column_stack([logit, first - (first.max() if n else 0.0), rank, nb_max, nb_sum, between, residual,
-                            residual_name, word_residual, table_x])
+                            residual_name, word_residual, size, logit * size, table_x])
 
 
 def _rank_in_table(values: np.ndarray, table_of: np.ndarray, n_tables: int) -> np.ndarray:
@@ -417,8 +419,7 @@ def share_priced_threshold(column_share_cost: float, columns: int) -> float:
 def select(index: SchemaIndex, scores: SchemaScores, *, table_threshold: float, max_tables: int,
            column_threshold: float, min_columns: int, primary_keys: bool = False,
            recall_target: float | None = None, column_recall_target: float | None = None,
-           column_share_cost: float | None = None,
-           min_columns_sent: int = 0, budget_sharpness: float = 1.0,
+           column_share_cost: float | None = None, min_columns_sent: int = 0, budget_sharpness: float = 1.0,
            sharpen_max_tables: int = 0, whole_rows: bool = False) -> Selection:
     """Tables by a per-question budget (or an adaptive cut-off), bridge tables, then key, join and
     likely columns per table.

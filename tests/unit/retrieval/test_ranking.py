@@ -493,3 +493,26 @@ def test_too_few_columns_in_all_are_topped_up_with_the_likeliest_others() -> Non
         from nl2sql_assets.retrieval.models import RetrieverConfig
 
         RetrieverConfig(min_columns_sent=-1)
+
+
+def test_a_middling_first_estimate_counts_for_more_in_a_small_schema() -> None:
+    """Held out, a table estimated at 0.2-0.5 among one or two tables was needed about half the time,
+    among nine to fifteen about a fifth: the context stage sees the schema's size (capped)."""
+    def schema(n: int) -> ranking.SchemaIndex:
+        tables = [Table(name=f"t{i}", primary_key=["id"], columns=[Column(name="id"), Column(name=f"v{i}")])
+                  for i in range(n)]
+        return ranking.build_schema_index(SchemaSnapshot.create(DatasourceInfo(id=f"s{n}", dialect="sqlite"),
+                                                                tables, CAPTURED))
+
+    def context(n: int) -> tuple[float, np.ndarray]:
+        index = schema(n)
+        first = np.array([0.95, 0.3] + [0.005] * (n - 2))
+        table_x = np.zeros((n, len(ranking.TABLE_FEATURES)))
+        x = ranking.context_features(index, first, table_x)
+        return float(ranking.CONTEXT_MODEL.prob(x)[1]), x[:, ranking.CONTEXT_FEATURES.index("log_tables")]
+
+    small, size_small = context(2)
+    large, size_large = context(20)
+    assert small > large
+    assert np.allclose(size_small, np.log(2)) and np.allclose(size_large, np.log(20))
+    assert np.allclose(context(100)[1], np.log(ranking.CONTEXT_TABLES_CAP))
