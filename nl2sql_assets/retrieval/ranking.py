@@ -287,8 +287,8 @@ def table_features(index: SchemaIndex, terms: QueryTerms, dense: DenseScores, co
 
 def context_features(index: SchemaIndex, first: np.ndarray, table_x: np.ndarray,
                      terms: QueryTerms | None = None, words: WordScores | None = None) -> np.ndarray:
-    """Second-stage table features: the first estimate, its neighbours' in the join graph, and how
-    much of the question this table explains that the likeliest table does not."""
+    """Second-stage table features: the first estimate, its neighbours' in the join graph, how much
+    of the question this table explains that the likeliest table does not, and the schema's size."""
     n = len(first)
     logit = np.log(np.clip(first, 1e-6, 1 - 1e-6) / np.clip(1 - first, 1e-6, 1))
     adjacent = index.graph.adjacent
