@@ -21,6 +21,7 @@ import base64
 import hashlib
 import json
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -167,6 +168,24 @@ class FakeOpenAI:
 
     def count(self, path: str) -> int:
         return len(self.calls(path))
+
+    def settled_count(self, path: str, at_least: int = 1, *, within_s: float = 10.0, quiet_s: float = 0.3) -> int:
+        """The count of ``path`` once at least ``at_least`` arrived and no other came for ``quiet_s``.
+
+        A client that timed out may return before this server's thread has read its request on a
+        loaded machine (CI once counted 0 where 1 had been sent); waiting for the count to settle
+        keeps "exactly n" meaningful without a race.
+        """
+        deadline = time.monotonic() + within_s
+        seen, since = self.count(path), time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(0.02)
+            now = self.count(path)
+            if now != seen:
+                seen, since = now, time.monotonic()
+            elif seen >= at_least and time.monotonic() - since >= quiet_s:
+                break
+        return seen
 
     def _answer(self, request: FakeRequest) -> Answer | None:
         """What to send back; None to hang."""
