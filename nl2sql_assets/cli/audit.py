@@ -9,13 +9,15 @@ from __future__ import annotations
 import argparse
 import json
 
-from nl2sql_assets.app.audit import build_audit, format_audit
-from nl2sql_assets.app.instance import prepare_instance
 from nl2sql_assets.cli.environment import command_settings
 
 
 def run(args: argparse.Namespace) -> int:
     settings = command_settings()
+    # imported once the settings are checked: a refused command should not spend Dagster's import
+    from nl2sql_assets.app.audit import build_audit, format_audit
+    from nl2sql_assets.app.instance import prepare_instance
+
     instance = prepare_instance(settings)
     try:
         report = build_audit(settings, instance, list(args.datasource or []))

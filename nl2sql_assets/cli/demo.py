@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nl2sql_assets.cli.environment import command_settings
 from nl2sql_assets.cli.index import index_and_report
 from nl2sql_assets.config import Settings
 from nl2sql_assets.demo import DEMO_QUESTIONS, create_demo
 from nl2sql_assets.errors import Nl2SqlError
-from nl2sql_assets.retrieval.retriever import SchemaRetriever
+
+if TYPE_CHECKING:
+    from nl2sql_assets.retrieval.retriever import SchemaRetriever
 
 SAMPLE_QUESTIONS = 3
 #: A question whose join only the commerce datasource's dbt project declares (a ``relationships``
@@ -25,6 +28,8 @@ DBT_QUESTION = ("Total refund amount per order status", "commerce")
 
 def _print_retrievals(settings: Settings) -> None:
     """The dbt-declared join, then a few demo questions, through the staged retriever."""
+    from nl2sql_assets.retrieval.retriever import SchemaRetriever  # after indexing: see index_and_report
+
     with SchemaRetriever.from_settings(settings) as retriever:
         print("a join only the commerce dbt project declares (nl2sql_assets/demo/data/commerce_dbt/):")
         _print_dbt_join(retriever)

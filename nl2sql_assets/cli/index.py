@@ -13,8 +13,6 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from nl2sql_assets.app.instance import prepare_instance
-from nl2sql_assets.app.runner import run_index
 from nl2sql_assets.cli.environment import command_settings
 from nl2sql_assets.config import Settings
 from nl2sql_assets.progress import ProgressEvent, progress_to
@@ -64,7 +62,14 @@ def terminal_counts() -> Callable[[ProgressEvent], None] | None:
 
 
 def index_and_report(settings: Settings, datasource_ids: list[str], verbosity: int = 0) -> int:
-    """Index, print one line per datasource, and return the exit status (shared with ``demo``)."""
+    """Index, print one line per datasource, and return the exit status (shared with ``demo``).
+
+    Dagster and Chroma are imported here, after the settings and folders were checked: together
+    they take about 2 s, which a command refused for bad configuration should not spend.
+    """
+    from nl2sql_assets.app.instance import prepare_instance
+    from nl2sql_assets.app.runner import run_index
+
     instance = prepare_instance(settings)
     try:
         with progress_to(terminal_counts()):

@@ -25,13 +25,15 @@ import logging
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from nl2sql_assets.config import Settings
 from nl2sql_assets.errors import Nl2SqlError, RetrievalError
 from nl2sql_assets.retrieval.models import RetrievalRequest, RetrievalResult, RetrieverConfig
 from nl2sql_assets.retrieval.query import invalid_text
-from nl2sql_assets.retrieval.retriever import SchemaRetriever
+
+if TYPE_CHECKING:
+    from nl2sql_assets.retrieval.retriever import SchemaRetriever
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +183,14 @@ def retriever_config(recall_target: float | None) -> RetrieverConfig:
     return RetrieverConfig(recall_target=recall_target, column_recall_target=recall_target)
 
 
+def _open_retriever(config: RetrieverConfig) -> SchemaRetriever:
+    """The retriever on the environment's settings, imported only once the input was checked:
+    Chroma's import alone takes most of a second, which a refused command should not spend."""
+    from nl2sql_assets.retrieval.retriever import SchemaRetriever
+
+    return SchemaRetriever.from_settings(Settings.from_env(), config=config)
+
+
 def _run_batch_files(source_path: Path, out_path: Path, config: RetrieverConfig) -> int:
     """Open both files before the models load, so a bad path costs one message and no wait."""
     if not source_path.is_file():
@@ -197,7 +207,7 @@ def _run_batch_files(source_path: Path, out_path: Path, config: RetrieverConfig)
     except OSError as exc:
         source.close()
         return _usage_error(f"batch output {out_path} cannot be written ({exc.strerror or exc})")
-    with source, sink, SchemaRetriever.from_settings(Settings.from_env(), config=config) as retriever:
+    with source, sink, _open_retriever(config) as retriever:
         answered, errors = run_batch(retriever, source, sink)
     print(f"{answered} answered, {errors} error lines -> {out_path}", file=sys.stderr)
     return 0
@@ -218,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
         problem = invalid_text(value) if isinstance(value, str) else None
         if problem:  # undecodable bytes in argv: say so before loading the models
             raise RetrievalError(f"the {name.replace('_', ' ')} is {problem}")
-    with SchemaRetriever.from_settings(Settings.from_env(), config=config) as retriever:
+    with _open_retriever(config) as retriever:
         result = retriever.retrieve(args.question, datasource=args.datasource, tenant=args.tenant,
                                     schema_version=args.schema_version, evidence=args.evidence)
     if args.json:

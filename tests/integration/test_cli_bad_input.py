@@ -152,6 +152,30 @@ def test_unusable_dagster_home(home: Path, tmp_path: Path, maybe_read_only: Path
     assert not (home / "schema_store.db").exists()  # stopped before any work
 
 
+REFUSED = {  # command line: the variables that make it refused before any work
+    "index": {"NL2SQL_HOME": "{blocker}"},
+    "audit": {"DAGSTER_HOME": "{blocker}"},
+    "demo": {"NL2SQL_HOME": "{blocker}"},
+    "retrieve --recall-target 2 x": {},
+}
+
+
+@pytest.mark.parametrize("command", list(REFUSED))
+def test_a_refused_command_does_not_import_dagster_or_chroma(tmp_path: Path, command: str) -> None:
+    """Their imports take about 2 s of a 2-core machine: a command refused for its configuration
+    or arguments answers without them (they are imported once the settings are checked)."""
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder\n", encoding="utf-8")
+    env = {k: v.format(blocker=blocker) for k, v in REFUSED[command].items()}
+    probe = ("import sys; from nl2sql_assets.cli import main; status = main(sys.argv[1:]); "
+             "print(status, sorted(m for m in ('dagster', 'chromadb', 'nl2sql_assets.retrieval.retriever') "
+             "if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", probe, *command.split()], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "NL2SQL_HOME": str(tmp_path / "home"), **env})
+    assert proc.stderr.startswith(f"nl2sql-assets {command.split()[0]}: error: "), proc.stderr
+    assert proc.stdout.strip() == "2 []", proc.stdout
+
+
 @pytest.mark.parametrize(("command", "variable"), [
     ("drift", "NL2SQL_HOME"), ("index", "NL2SQL_HOME"), ("index", "DAGSTER_HOME"),  # drift uses no instance
 ])
